@@ -1,0 +1,68 @@
+"""Command line of `python -m rlvr_sweep`: Hydra, made to accept the line as a user types it.
+
+Stock Hydra 1.3 rejects the design card's call `+arm=stopped_tree horizon=1024 -m seed=42,101,7`
+twice: argparse stops at overrides placed after `-m`, and `horizon=1024` reaches a config-group
+override as an int. `normalize_overrides` fixes both before Hydra parses the line: `-m` /
+`--multirun` may stand anywhere, and a bare-number choice of a numerically named group is quoted
+(`horizon=1024` -> `horizon='1024'`, `horizon=512,1024` -> `horizon='512','1024'`).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from rlvr_sweep.config import Config, register_configs
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"  # the repository's config tree (editable install)
+MULTIRUN_FLAGS = ("-m", "--multirun")
+NUMERIC_GROUPS = ("horizon",)  # config groups whose options are named by numbers
+_NUMERIC_CHOICE = re.compile(r"^(?P<key>[~+]{0,2}(?:%s))=(?P<value>\d+(?:,\d+)*)$" % "|".join(NUMERIC_GROUPS))
+
+
+def normalize_overrides(overrides: list[str]) -> list[str]:
+    """Quote bare-number choices of numerically named groups so Hydra reads them as option names."""
+    fixed = []
+    for item in overrides:
+        match = _NUMERIC_CHOICE.match(item)
+        if match:
+            quoted = ",".join(f"'{v}'" for v in match["value"].split(","))
+            item = f"{match['key']}={quoted}"
+        fixed.append(item)
+    return fixed
+
+
+def normalize_argv(argv: list[str]) -> list[str]:
+    """Move a multirun flag found anywhere to the front, then normalize the overrides."""
+    program, args = argv[0], argv[1:]
+    multirun = [a for a in args if a in MULTIRUN_FLAGS]
+    rest = [a for a in args if a not in MULTIRUN_FLAGS]
+    return [program, *multirun[:1], *normalize_overrides(rest)]
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+def _hydra_entry(raw) -> dict:
+    from hydra.core.hydra_config import HydraConfig
+
+    from rlvr_sweep.results import run_dir_for
+    from rlvr_sweep.summary import POINTER, format_summary
+    from rlvr_sweep.train import run  # heavy imports (torch, transformers) only when a job runs
+
+    cfg: Config = OmegaConf.to_object(raw)
+    job_dir = Path(HydraConfig.get().runtime.output_dir)
+    (job_dir / POINTER).write_text(str(run_dir_for(cfg).resolve()))
+    info = run(cfg)
+    if HydraConfig.get().mode == RunMode.RUN:
+        print("\nRun summary (greedy accuracy, %):\n" + format_summary([info]), flush=True)
+    return info
+
+
+def main() -> None:
+    register_configs()
+    sys.argv = normalize_argv(sys.argv)
+    _hydra_entry()

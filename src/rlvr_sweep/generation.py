@@ -1,0 +1,319 @@
+"""Batched, KV-cached decoding over a Hugging Face causal LM (baseline spec §6 rollouts, §8 eval).
+
+What this implements
+--------------------
+- ``top_p_filter``: the baseline's nucleus rule (spec §6 step 3). Sort descending and keep a token iff
+  the probability mass *before* it is ``< top_p``, so the token that crosses the threshold is kept and
+  the top-1 token is always kept. Zero the rest and renormalise.
+- ``next_token_probs`` / ``sample_next_token``: the per-step sampler of spec §6 steps 1-4 (temperature,
+  softmax in the logits' own dtype, top-p, ``torch.multinomial``), plus explicit greedy decoding.
+- ``generate``: many prompts at once, left-padded, one prefill with ``use_cache=True`` and then one token
+  per step through the model's KV cache (a ``DynamicCache`` in transformers 5.x). EOS handling follows
+  spec §6 step 5: a row stops on EOS and **the EOS token is kept** in its completion. The spec §8 greedy
+  evaluation is ``temperature=0`` here; §8's evaluation text excludes EOS, so eval callers drop a
+  trailing EOS (``finished[i]``) before decoding.
+
+Deviations from the baseline, on purpose
+----------------------------------------
+- Temperature ``0`` / ``None`` means greedy argmax here. In the baseline's ``sample_response`` a falsy
+  temperature merely skips the division (plain T=1 sampling); the baseline's *evaluation* is greedy
+  (spec §8), which is what ``temperature=0`` gives.
+- The baseline samples one rollout at a time; here rows are batched with left padding. With exact
+  arithmetic the result per row is the same; in bf16 batched kernels can round differently from
+  unbatched ones, so tokens may differ in rare near-ties.
+
+Only plain arguments are taken (no config objects). Requires each prompt to be non-empty.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "Generation",
+    "top_p_filter",
+    "next_token_probs",
+    "sample_next_token",
+    "generate",
+]
+
+
+@dataclass
+class Generation:
+    """Result of :func:`generate`, one entry per input prompt (same order).
+
+    ``tokens[i]`` holds the completion ids of row ``i`` only (no prompt, no padding). When the row stopped
+    on EOS, EOS is its last token; nothing after it is kept. ``lengths[i] == len(tokens[i])`` counts that
+    EOS. ``finished[i]`` is True iff the row stopped on EOS (False: it hit ``max_new_tokens``).
+    ``margins[i][t]`` (only with ``record_margins``) is the float32 gap between the largest and the
+    second-largest raw logit (before temperature) at generated step ``t`` of row ``i``.
+
+    Token accounting:
+    - ``prefill_tokens``: sum of the real prompt lengths.
+    - ``padded_prefill_tokens``: ``batch * max prompt length`` (what the prefill actually computed).
+    - ``generated_tokens``: ``sum(lengths)``.
+    - ``untrimmed_steps``: ``batch * decode steps run`` where one decode step emits one token per row and
+      the loop runs until every row is done, i.e. ``batch * max(lengths)``. Finished rows keep stepping
+      (on pad tokens), so ``generated_tokens / untrimmed_steps`` is the batch's decode utilisation.
+    """
+
+    tokens: list[list[int]]
+    lengths: list[int]
+    finished: list[bool]
+    margins: list[list[float]] | None
+    prefill_tokens: int
+    padded_prefill_tokens: int
+    generated_tokens: int
+    untrimmed_steps: int
+
+
+def _is_greedy(temperature: float | None) -> bool:
+    if temperature is None or temperature == 0:
+        return True
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0 or None, got {temperature}")
+    return False
+
+
+def top_p_filter(probs: torch.Tensor, top_p: float | None) -> torch.Tensor:
+    """Baseline nucleus filter on probabilities of shape ``(..., V)`` (usually ``(B, V)``).
+
+    Sort descending; keep a token iff the cumulative mass strictly *before* it is ``< top_p`` (the
+    token that crosses the threshold is kept); the top-1 token is always kept (also for ``top_p <= 0``).
+    The rest are zeroed and each row is renormalised. ``top_p`` of ``None`` or ``>= 1.0`` returns
+    ``probs`` unchanged. The arithmetic stays in ``probs.dtype`` (the baseline does it on bf16 probs).
+    """
+    if top_p is None or top_p >= 1.0:
+        return probs
+    sorted_probs, sorted_idx = torch.sort(probs, dim=-1, descending=True)
+    cum = torch.cumsum(sorted_probs, dim=-1)
+    # Exclusive prefix sum by shifting (not cum - p, which adds rounding error at the boundary).
+    before = torch.zeros_like(cum)
+    before[..., 1:] = cum[..., :-1]
+    keep = before < top_p
+    keep[..., 0] = True
+    kept_sorted = sorted_probs.masked_fill(~keep, 0)
+    filtered = torch.zeros_like(probs).scatter_(-1, sorted_idx, kept_sorted)
+    return filtered / filtered.sum(dim=-1, keepdim=True)
+
+
+def next_token_probs(
+    logits: torch.Tensor, temperature: float | None, top_p: float | None
+) -> torch.Tensor:
+    """Sampling distribution for next-token ``logits`` of shape ``(B, V)``.
+
+    Temperature ``0``/``None`` is greedy: a one-hot distribution on the argmax. Temperature ``1.0``
+    divides nothing; any other temperature divides the logits. The softmax runs in the logits' own
+    dtype on purpose: the baseline's sampler softmaxes bf16 logits (spec §1/§6), and upcasting would
+    change which tokens survive the top-p cut. Then the top-p filter (skipped for ``top_p >= 1``).
+    """
+    if _is_greedy(temperature):
+        probs = torch.zeros_like(logits)
+        return probs.scatter_(-1, logits.argmax(dim=-1, keepdim=True), 1)
+    if temperature != 1.0:
+        logits = logits / temperature
+    probs = torch.softmax(logits, dim=-1)  # same dtype as the logits (bf16 for the real model)
+    return top_p_filter(probs, top_p)
+
+
+def sample_next_token(
+    logits: torch.Tensor,
+    temperature: float | None,
+    top_p: float | None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Draw one token per row from ``(B, V)`` logits; returns a ``(B,)`` long tensor on their device.
+
+    Greedy (temperature ``0``/``None``) is an explicit argmax and consumes no randomness. Otherwise
+    ``torch.multinomial(next_token_probs(...), 1, generator=generator)``; the generator must live on
+    the logits' device.
+    """
+    if _is_greedy(temperature):
+        return logits.argmax(dim=-1)
+    probs = next_token_probs(logits, temperature, top_p)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def _model_device(model: torch.nn.Module) -> torch.device:
+    try:
+        return next(model.parameters()).device
+    except StopIteration:  # pragma: no cover - parameterless model
+        return torch.device("cpu")
+
+
+def _cache_kwarg(model: torch.nn.Module) -> str:
+    """transformers >= 5.2x names the cache argument ``cache``; older versions ``past_key_values``."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _sdpa_full_attention(model: torch.nn.Module) -> bool:
+    """True when decode steps may be given a ready-made 4D boolean mask (SDPA, no sliding-window layers)."""
+    cfg = getattr(model, "config", None)
+    if cfg is None or getattr(cfg, "_attn_implementation", None) != "sdpa":
+        return False
+    if getattr(cfg, "use_sliding_window", False):
+        return False
+    layer_types = getattr(cfg, "layer_types", None) or []
+    return all(lt == "full_attention" for lt in layer_types)
+
+
+def _cache_of(out) -> object:
+    cache = getattr(out, "cache", None)
+    if cache is None:
+        cache = out.past_key_values
+    return cache
+
+
+def generate(
+    model: torch.nn.Module,
+    prompts: list[list[int]],
+    *,
+    max_new_tokens: int,
+    eos_id: int | None,
+    pad_id: int,
+    temperature: float | None,
+    top_p: float | None,
+    generator: torch.Generator | None = None,
+    record_margins: bool = False,
+) -> Generation:
+    """Generate completions for ``prompts`` (lists of token ids) in one left-padded batch.
+
+    Prefill once with ``use_cache=True``; then feed one token per row per step through the KV cache.
+    The attention mask is 0 on left pads and grows by a column of ones per step; position ids are
+    ``cumsum(mask) - 1`` (clamped at 0) for the prompt and then advance by one per step per row.
+    Rows that stopped on EOS keep receiving ``pad_id`` (their outputs are ignored); the loop stops once
+    every row has stopped or after ``max_new_tokens`` tokens. ``eos_id=None`` (or any id the model cannot
+    emit, e.g. ``-1``) never stops early. See :class:`Generation` for the returned fields.
+
+    ``generator`` (on the model's device) drives sampling; greedy decoding consumes no randomness.
+    With an EOS id the loop reads one boolean back from the device per step (the all-finished check).
+    The model is put in eval mode for the call and its previous train/eval mode is restored.
+    """
+    batch = len(prompts)
+    if batch == 0:
+        return Generation([], [], [], [] if record_margins else None, 0, 0, 0, 0)
+    prompt_lens = [len(p) for p in prompts]
+    if min(prompt_lens) == 0:
+        raise ValueError("every prompt needs at least one token")
+    max_len = max(prompt_lens)
+    prefill_tokens = sum(prompt_lens)
+    padded_prefill_tokens = batch * max_len
+    if max_new_tokens <= 0:
+        return Generation(
+            [[] for _ in prompts], [0] * batch, [False] * batch,
+            [[] for _ in prompts] if record_margins else None,
+            prefill_tokens, padded_prefill_tokens, 0, 0,
+        )
+
+    device = _model_device(model)
+    padded = min(prompt_lens) < max_len
+
+    # Left-padded ids, built on CPU in one go and moved with a single copy.
+    flat: list[int] = []
+    for p, n in zip(prompts, prompt_lens):
+        flat.extend([pad_id] * (max_len - n))
+        flat.extend(p)
+    input_ids = torch.tensor(flat, dtype=torch.long).view(batch, max_len).to(device)
+
+    # Masks. The full-length mask (prompt + all new tokens) is built once; each step passes a slice.
+    # - no padding at all (e.g. G copies of one GRPO prompt): no mask; the model's causal default applies,
+    #   which also keeps SDPA on its fast mask-free kernels and avoids a per-step "is the mask all ones" sync.
+    # - padding + SDPA with full attention only: a ready-made 4D boolean (B, 1, 1, kv) mask per decode step
+    #   (one query token attends to every non-pad key), so transformers skips rebuilding it every step.
+    # - otherwise: the 2D (B, kv) padding mask, from which transformers builds its own.
+    if padded:
+        lens_t = torch.tensor(prompt_lens, dtype=torch.long)
+        full_mask = torch.ones(batch, max_len + max_new_tokens, dtype=torch.long)
+        full_mask[:, :max_len] = torch.arange(max_len)[None, :] >= (max_len - lens_t)[:, None]
+        full_mask = full_mask.to(device)
+        prefill_mask = full_mask[:, :max_len]
+        position_ids = (prefill_mask.cumsum(-1) - 1).clamp_(min=0)
+        step_mask = full_mask.bool()[:, None, None, :] if _sdpa_full_attention(model) else full_mask
+    else:
+        prefill_mask = step_mask = None
+        position_ids = torch.arange(max_len, device=device).expand(batch, max_len)
+    next_pos = position_ids[:, -1:] + 1  # (B, 1): position of the first generated token
+
+    cache_kw = _cache_kwarg(model)
+    was_training = model.training
+    model.eval()
+    try:
+        # no_grad rather than inference_mode: the same model is trained right after rollouts, and
+        # inference tensors created here (e.g. a rotary buffer that some RoPE variants refresh in place)
+        # would make a later backward pass fail.
+        with torch.no_grad():
+            out = model(
+                input_ids=input_ids,
+                attention_mask=prefill_mask,
+                position_ids=position_ids,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            cache = _cache_of(out)
+            logits = out.logits[:, -1, :]
+            del out
+
+            out_tokens = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
+            margins_buf = (
+                torch.empty((batch, max_new_tokens), dtype=torch.float32, device=device)
+                if record_margins
+                else None
+            )
+            finished = torch.zeros(batch, dtype=torch.bool, device=device)
+            check_eos = eos_id is not None and eos_id >= 0
+            steps = 0
+            for t in range(max_new_tokens):
+                if margins_buf is not None:
+                    top2 = logits.float().topk(2, dim=-1).values
+                    margins_buf[:, t] = top2[:, 0] - top2[:, 1]
+                nxt = sample_next_token(logits, temperature, top_p, generator)
+                nxt = nxt.masked_fill(finished, pad_id)  # finished rows only ever see pads
+                out_tokens[:, t] = nxt
+                steps = t + 1
+                if check_eos:
+                    finished |= nxt == eos_id
+                if steps == max_new_tokens:
+                    break
+                if check_eos and bool(finished.all()):
+                    break
+                out = model(
+                    input_ids=nxt[:, None],
+                    attention_mask=None if step_mask is None else step_mask[..., : max_len + steps],
+                    position_ids=next_pos,
+                    use_cache=True,
+                    **{cache_kw: cache},
+                )
+                logits = out.logits[:, -1, :]
+                del out
+                next_pos = next_pos + 1
+
+            gen = out_tokens[:, :steps]
+            if check_eos:
+                first_eos = (gen == eos_id).to(torch.int8).argmax(dim=-1)
+                lengths_t = torch.where(finished, first_eos + 1, torch.full_like(first_eos, steps))
+            else:
+                lengths_t = torch.full((batch,), steps, dtype=torch.long, device=device)
+            gen_rows = gen.tolist()
+            lengths = lengths_t.tolist()
+            fin = finished.tolist()
+            margin_rows = margins_buf[:, :steps].tolist() if margins_buf is not None else None
+    finally:
+        if was_training:
+            model.train()
+
+    tokens = [row[:n] for row, n in zip(gen_rows, lengths)]
+    margins = [row[:n] for row, n in zip(margin_rows, lengths)] if margin_rows is not None else None
+    return Generation(
+        tokens=tokens,
+        lengths=lengths,
+        finished=fin,
+        margins=margins,
+        prefill_tokens=prefill_tokens,
+        padded_prefill_tokens=padded_prefill_tokens,
+        generated_tokens=sum(lengths),
+        untrimmed_steps=batch * steps,
+    )

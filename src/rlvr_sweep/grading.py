@@ -1,0 +1,466 @@
+"""Answer verifier: the baseline's extractor and grader, hardened.
+
+Baseline spec (shared/research/baseline_spec.md) §3 is `extract_answer`; §4 is `normalize`,
+`split_parts`, `equality_check` and `grade`; the §5 reward with the paper's derivation gate (seed
+paper §4.1, `rfind("\\boxed") >= 30`) is `training_reward`. No result the spec lists changes.
+Hardening:
+- `grade` never raises: None, non-str, bytes and internal errors grade False.
+- Text handling is linear-time (two §4 regexes are rewritten with identical results).
+- Sympy runs in one persistent `subprocess` worker (no `__main__` re-import; works from any
+  thread and in daemonic pool workers), bounded by a pipe `poll(timeout)`; on timeout or death
+  it is killed and replaced in the background, the comparison is False, `stats()` counts it.
+- Model text with `__`, quotes, attribute access or words like `import`/`os` is unparsable;
+  parse_expr gets a pruned sympy namespace with empty `__builtins__`; strings that sympy itself
+  sympifies meet the same guard; the worker runs under memory/file/process rlimits.
+"""
+from __future__ import annotations
+
+import atexit
+import io
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import threading
+import tokenize
+import warnings
+from multiprocessing import Pipe
+from multiprocessing.connection import Connection
+
+GATE_CHARS = 30  # paper §4.1 L_gate
+SYMBOLIC_TIMEOUT_S = 5.0
+STARTUP_TIMEOUT_S = 60.0  # sympy import on a cold filesystem; not charged to any grade
+MAX_PARSE_CHARS = 2000  # spec §4: longer strings are unparsable
+FALLBACKS = ("number_then_full", "number_only", None)
+_WORKER_MEMORY_BYTES = 4 * 2**30
+_ORPHAN_GRACE_S = 5.0
+
+# ---------------------------------------------------------------- §3 extraction
+_NUMBER = re.compile(r"-?(?:\d+/\d+|\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)")
+_BRACE = re.compile(r"[{}]")
+_SPACES = re.compile(r"\s*")  # same character set as str.isspace
+
+
+def _last_boxed(text: str) -> str | None:
+    """Raw content of the last `\\boxed{...}` (nested braces kept); None if absent or unbalanced."""
+    start = text.rfind("\\boxed")
+    if start < 0:
+        return None
+    i = _SPACES.match(text, start + len("\\boxed")).end()
+    if i >= len(text) or text[i] != "{":
+        return None  # `\boxed 5` is not a box
+    depth = 0
+    for brace in _BRACE.finditer(text, i):  # jumps from brace to brace
+        depth += 1 if brace.group() == "{" else -1
+        if depth == 0:
+            return text[i + 1 : brace.start()]
+    return None
+
+
+def extract_answer(text, fallback="number_then_full") -> str:
+    """Last `\\boxed{}` content, else the fallback. `fallback=None` is the training reward's mode."""
+    if fallback not in FALLBACKS:
+        raise ValueError(f"unknown fallback {fallback!r}; valid: {FALLBACKS}")
+    if not isinstance(text, str) or not text:
+        return ""
+    boxed = _last_boxed(text.strip())
+    if boxed:  # an empty box falls through to the fallback
+        return boxed.strip().strip("$ ")
+    if fallback is None:
+        return ""
+    last = None
+    for last in _NUMBER.finditer(text):  # on the original text, not the stripped one
+        pass
+    if last is not None:
+        return last.group()
+    return text if fallback == "number_then_full" else ""
+
+
+# ---------------------------------------------------------------- §4 normalisation
+_CHOICE_LABEL = re.compile(r"^[A-Za-z]\s*[.:]\s*(.+)$")
+_DEGREE_BRACED, _DEGREE = re.compile(r"\^\s*\{\s*\\circ\s*\}"), re.compile(r"\^\s*\\circ")
+_TEXT_WRAPPED = re.compile(r"^\\text\{(.+?)\}$")
+_MATH_DELIMS = re.compile(r"\\\(|\\\)|\\\[|\\\]")
+_LATEX_FIXES = [(re.compile(p), r) for p, r in [
+    (r"\\left\s*", ""), (r"\\right\s*", ""), (r"\\,|\\!|\\;|\\:", ""), (r"\\cdot", "*"),
+    ("\u00b7|\u00d7", "*"), (r"\\\^\\circ", ""), (r"\\dfrac", r"\\frac"), (r"\\tfrac", r"\\frac"),
+    ("°", "")]]
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
+_SUPERSCRIPT_RUN = re.compile(r"(?<=[0-9A-Za-z)\]}])[⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻]+")
+_SQRT_BRACED, _SQRT_BARE = re.compile(r"\\sqrt\s*\{([^}]*)\}"), re.compile(r"\\sqrt\s+([^\\\s{}]+)")
+_FRAC_BRACED = re.compile(r"\\frac\s*\{([^{}]+)\}\s*\{([^{}]+)\}")
+_FRAC_BARE = re.compile(r"\\frac\s+([^\s{}]+)\s+([^\s{}]+)")
+_MIXED_NUMBER = re.compile(r"(?<=\d)\s+(\d+/\d+)")
+_THOUSANDS_COMMA = re.compile(r"(?<=\d),(?=\d\d\d(?:\D|$))")
+
+
+def _strip_special_tokens(s: str) -> str:
+    """`re.sub(r"<\\|[^>]+?\\|>", "", s)` in linear time.
+
+    A match ends at the first `>` after its `<|`, so all `<|` before that `>` share one fate;
+    the regex instead rescans to the end of the text from each `<|` when no `>` follows.
+    """
+    out, kept_from, search = [], 0, 0
+    while (start := s.find("<|", search)) >= 0 and (end := s.find(">", start + 2)) >= 0:
+        if end - 1 >= start + 3 and s[end - 1] == "|":  # non-empty body, closed by `|>`
+            out.append(s[kept_from:start])
+            kept_from = end + 1
+        search = end + 1
+    return "".join(out) + s[kept_from:]
+
+
+def _sqrt_braced(s: str) -> str:
+    # A `\sqrt{` with no `}` after it never matches; cutting at the last `}` stops the regex from
+    # rescanning that tail once per `\sqrt{` (quadratic on hostile text).
+    cut = s.rfind("}") + 1
+    return _SQRT_BRACED.sub(r"sqrt(\1)", s[:cut]) + s[cut:]
+
+
+def normalize(s) -> str:
+    """Spec §4 normalize_text, steps 1-13 in order."""
+    if not s:
+        return ""
+    s = _strip_special_tokens(s).strip()  # 1
+    if label := _CHOICE_LABEL.match(s):  # 2: `A. 5` -> `5`
+        s = label.group(1)
+    s = _DEGREE.sub("", _DEGREE_BRACED.sub("", s)).replace("°", "")  # 3
+    if wrapped := _TEXT_WRAPPED.match(s):  # 4
+        s = wrapped.group(1)
+    s = _MATH_DELIMS.sub("", s)  # 5
+    for pattern, replacement in _LATEX_FIXES:  # 6
+        s = pattern.sub(replacement, s)
+    s = _SUPERSCRIPT_RUN.sub(lambda m: "**" + m.group().translate(_SUPERSCRIPTS), s)  # 7
+    s = s.translate(_SUPERSCRIPTS)
+    s = s.replace("\\%", "%").replace("$", "").replace("%", "")  # 8: `\$42409` -> `\42409`
+    s = _SQRT_BARE.sub(r"sqrt(\1)", _sqrt_braced(s))  # 9
+    s = _FRAC_BARE.sub(r"(\1)/(\2)", _FRAC_BRACED.sub(r"(\1)/(\2)", s))  # 10
+    s = _MIXED_NUMBER.sub(r"+\1", s.replace("^", "**"))  # 11
+    s = _THOUSANDS_COMMA.sub("", s)  # 12
+    return s.replace("{", "").replace("}", "").strip().lower()  # 13
+
+
+def split_parts(s: str) -> list[str]:
+    """Spec §4 split_into_parts: `(a, b)` / `[a, b)` -> parts; bracket types are ignored."""
+    if not s:
+        return []
+    if len(s) >= 2 and s[0] in "([" and s[-1] in ")]" and "," in s[1:-1]:
+        parts = [p.strip() for p in s[1:-1].split(",")]
+        if all(parts):
+            return parts
+    return [s]
+
+
+# ---------------------------------------------------------------- guard on text given to sympy
+_FORBIDDEN_WORD = re.compile(
+    r"\b(?:lambda|import|eval|exec|open|getattr|globals|locals|compile|os|sys|subprocess)\b")
+_ATTRIBUTE = re.compile(r"[A-Za-z_)\]]\s*\.\s*[A-Za-z_]")
+_NON_CODE = {tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT}
+
+
+def _is_unsafe(s: str) -> bool:
+    # Quotes too: any str that reaches a sympy function is sympified, i.e. evaluated.
+    if "__" in s or "'" in s or '"' in s or _FORBIDDEN_WORD.search(s) or _ATTRIBUTE.search(s):
+        return True
+    if "." not in s:
+        return False
+    try:  # attribute access after a number literal, which the regex misses: `1e5.real`, `1 .real`
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(s).readline)
+                  if t.type not in _NON_CODE]
+    except (tokenize.TokenError, SyntaxError):
+        return True  # sympy tokenises the same way, so it could not parse this either
+    return any(a.type == tokenize.OP and a.string == "." and b.type == tokenize.NAME
+               for a, b in zip(tokens, tokens[1:]))
+
+
+# ---------------------------------------------------------------- §4 grading, §5 reward
+def _resolve_timeout(timeout_s) -> float:
+    limit = SYMBOLIC_TIMEOUT_S if timeout_s is None else float(timeout_s)
+    if not (limit > 0 and math.isfinite(limit)):
+        raise ValueError(f"timeout_s must be a positive finite number, got {timeout_s!r}")
+    return limit
+
+
+def _all_equal(pairs, limit: float) -> bool:
+    """all(equality_check(g, p)): fast paths in-process, one worker round trip for the rest."""
+    pending = []
+    for gold_part, pred_part in pairs:
+        if gold_part == pred_part:
+            continue
+        for s in (gold_part, pred_part):
+            if len(s) > MAX_PARSE_CHARS:
+                return False  # unparsable and not identical: never equal
+            if _is_unsafe(s):
+                _count("unsafe_rejected")
+                return False
+        pending.append([gold_part, pred_part])
+    return not pending or _WORKER.all_equal(pending, limit)
+
+
+def equality_check(gold_part, pred_part, timeout_s=None) -> bool:
+    """Spec §4 equality_check: identical, or both parse and `simplify(g - p) == 0`."""
+    limit = _resolve_timeout(timeout_s)
+    if not isinstance(gold_part, str) or not isinstance(pred_part, str):
+        return False
+    try:
+        return _all_equal([(gold_part, pred_part)], limit)
+    except Exception:  # a grader bug must cost one comparison, not a training run
+        _count("internal_errors")
+        return False
+
+
+def grade(pred, gold, timeout_s=None) -> bool:
+    """Spec §4 grade_answer; never raises for any pred/gold. `timeout_s` bounds the sympy work."""
+    limit = _resolve_timeout(timeout_s)
+    if pred is None or gold is None:
+        return False
+    if not isinstance(pred, str) or not isinstance(gold, str):
+        _count("non_str_inputs")
+        return False
+    try:
+        gold_parts, pred_parts = split_parts(normalize(gold)), split_parts(normalize(pred))
+        if not gold_parts or len(gold_parts) != len(pred_parts):
+            return False  # an empty gold never matches
+        return _all_equal(zip(gold_parts, pred_parts), limit)
+    except Exception:  # a grader bug must cost one reward, not a training run
+        _count("internal_errors")
+        return False
+
+
+def passes_gate(text: str, gate_chars: int | None) -> bool:
+    """Paper §4.1 derivation gate: at least `gate_chars` characters before the last `\\boxed`."""
+    return gate_chars is None or text.rfind("\\boxed") >= gate_chars
+
+
+def training_reward(text, gold, gate_chars=None, timeout_s=None) -> float:
+    """Spec §5 reward (needs a braced box); with `gate_chars`, also the paper §4.1 gate.
+    `" \\boxed{98}<|endoftext|>"` scores 1.0 ungated and 0.0 with gate_chars=30 (box at 1)."""
+    if gate_chars is not None and (isinstance(gate_chars, bool) or not isinstance(gate_chars, int)):
+        raise TypeError(f"gate_chars must be an int or None, got {gate_chars!r}")
+    if not isinstance(text, str):
+        return 0.0
+    if not passes_gate(text, gate_chars):
+        return 0.0  # checked first: it is free, the grade may not be
+    pred = extract_answer(text, fallback=None)
+    return 1.0 if pred and grade(pred, gold, timeout_s) else 0.0
+
+
+_STATS = dict.fromkeys(("timeouts", "worker_starts", "worker_restarts", "worker_deaths",
+                        "start_failures", "unsafe_rejected", "non_str_inputs", "internal_errors"), 0)
+_STATS_LOCK = threading.Lock()
+
+
+def _count(name: str) -> None:
+    with _STATS_LOCK:
+        _STATS[name] += 1
+
+
+def stats() -> dict[str, int]:
+    """Process-wide event counts since import (diff two snapshots to attribute them)."""
+    with _STATS_LOCK:
+        return dict(_STATS)
+
+
+# ---------------------------------------------------------------- sympy worker, parent side
+_BOOTSTRAP = (  # loads this file by path: the package __init__ (and torch) stay out of the worker
+    "import sys; sys.dont_write_bytecode = True\n"  # pyc writes would trip RLIMIT_FSIZE
+    "import importlib.util as u\n"
+    "spec = u.spec_from_file_location('_rlvr_sweep_grading_worker', sys.argv[1])\n"
+    "m = u.module_from_spec(spec); spec.loader.exec_module(m)\n"
+    "m._worker_main(int(sys.argv[2]), int(sys.argv[3]))\n")
+
+
+class _Worker:
+    """One sympy subprocess. The lock makes each request/reply exchange atomic across threads."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.proc = self.requests = self.replies = None
+        self.ready = False
+
+    def all_equal(self, pairs: list, limit: float) -> bool:
+        with self.lock:
+            if not self.ensure_ready():
+                return False
+            try:
+                self.requests.send_bytes(json.dumps([limit, pairs]).encode())
+                if self.replies.poll(limit):
+                    return self.replies.recv_bytes(16) == b"1"
+                _count("timeouts")
+            except (EOFError, OSError):
+                _count("worker_deaths")
+            self.stop()
+            if self.start():  # the replacement imports sympy while the caller moves on
+                _count("worker_restarts")
+            return False
+
+    def ensure_ready(self) -> bool:
+        if self.proc is None and not self.start():
+            return False
+        if not self.ready:
+            try:
+                answer = (self.replies.recv_bytes(4096) if self.replies.poll(STARTUP_TIMEOUT_S)
+                          else b"no reply within STARTUP_TIMEOUT_S")
+            except (EOFError, OSError) as exc:
+                answer = repr(exc).encode()
+            self.ready = answer == b"ready"
+            if not self.ready:
+                self.fail(answer.decode(errors="replace"))
+        return self.ready
+
+    def start(self) -> bool:
+        child_requests, self.requests = Pipe(duplex=False)
+        self.replies, child_replies = Pipe(duplex=False)
+        fds = (child_requests.fileno(), child_replies.fileno())
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _BOOTSTRAP, os.path.abspath(__file__), *map(str, fds)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                pass_fds=fds, start_new_session=True)  # own session: no terminal Ctrl-C
+        except (OSError, ValueError) as exc:
+            self.fail(repr(exc))
+            return False
+        finally:
+            child_requests.close()
+            child_replies.close()
+        _count("worker_starts")
+        return True
+
+    def fail(self, why: str) -> None:
+        _count("start_failures")
+        warnings.warn(f"grading: sympy worker unavailable ({why}); symbolic checks grade False",
+                      RuntimeWarning, stacklevel=2)
+        self.stop()
+
+    def stop(self) -> None:
+        for conn in (self.requests, self.replies):
+            if conn is not None:
+                conn.close()  # an idle worker sees EOF and exits by itself
+        if self.proc is not None:
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self.proc = self.requests = self.replies = None
+        self.ready = False
+
+
+_WORKER = _Worker()
+
+
+def warm_up() -> bool:
+    """Start the worker and wait until sympy is imported; call once before timing-critical work."""
+    with _WORKER.lock:
+        return _WORKER.ensure_ready()
+
+
+def shutdown() -> None:
+    """Stop the worker (a later symbolic check starts a new one)."""
+    with _WORKER.lock:
+        _WORKER.stop()
+
+
+def _forget_worker_after_fork() -> None:
+    # A forked child shares the parent's pipes (and maybe a held lock); it must start its own.
+    global _WORKER, _STATS_LOCK
+    _WORKER, _STATS_LOCK = _Worker(), threading.Lock()
+
+
+atexit.register(lambda: _WORKER.stop())  # no lock: a daemon thread may hold it at exit
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_worker_after_fork)
+
+# ---------------------------------------------------------------- sympy worker, child side
+_BUILTIN_DENY = {  # I/O, introspection, code evaluation, string building
+    "__import__", "__build_class__", "breakpoint", "chr", "compile", "delattr", "dir", "eval",
+    "exec", "getattr", "globals", "hasattr", "input", "locals", "open", "print", "setattr", "vars"}
+_SYMPY_DENY = {  # string evaluation, I/O, global state
+    "capture", "doctest", "init_printing", "init_session", "interactive_traversal", "lambdify",
+    "pager_print", "parse_expr", "preview", "register_handler", "remove_handler", "seterr",
+    "sympify", "test", "textplot", "var"}
+
+
+def _make_sympy_equal():
+    """The worker's equality test: parse_expr's default namespace, pruned; warms lazy imports."""
+    import builtins
+    import types
+
+    import sympy
+    from sympy.parsing import sympy_parser
+
+    namespace: dict = {}
+    exec("from sympy import *", namespace)  # as parse_expr's default, plus builtin functions
+    namespace.update((name, obj) for name, obj in vars(builtins).items()
+                     if isinstance(obj, types.BuiltinFunctionType) and name not in _BUILTIN_DENY)
+    namespace["max"], namespace["min"] = sympy.Max, sympy.Min
+    for name in [n for n in namespace if n in _SYMPY_DENY
+                 or n.startswith(("print_", "pprint", "pretty_print", "plot"))]:
+        del namespace[name]
+    namespace["__builtins__"] = {}
+    real_parse = sympy_parser.parse_expr
+    transformations = (*sympy_parser.standard_transformations,
+                       sympy_parser.implicit_multiplication_application)
+
+    def guarded_parse(s, local_dict=None, transformations=transformations, global_dict=None,
+                      evaluate=True):
+        # sympify(str) looks parse_expr up in this module at call time, so strings that sympy
+        # functions receive (e.g. built by slicing `srepr` output) meet the same guard.
+        if not isinstance(s, str) or len(s) > MAX_PARSE_CHARS or _is_unsafe(s):
+            raise SyntaxError("refused by grading guard")
+        return real_parse(s, local_dict, transformations, namespace, evaluate)
+
+    sympy_parser.parse_expr = guarded_parse
+
+    def equal(gold_part: str, pred_part: str) -> bool:
+        try:
+            gold_expr, pred_expr = guarded_parse(gold_part, {}), guarded_parse(pred_part, {})
+        except Exception:
+            return False  # unparsable
+        try:
+            return bool(sympy.simplify(gold_expr - pred_expr) == 0)
+        except Exception:
+            return False
+
+    for g, p in [("sqrt(2)/2", "1/sqrt(2)"), ("(x+1)**2", "x**2+2x+1"), ("sin(x)**2", "1-cos(x)**2")]:
+        equal(g, p)
+    return equal
+
+
+def _limit_resources() -> None:
+    import resource  # POSIX, like pass_fds
+
+    for limit, value in ((resource.RLIMIT_AS, _WORKER_MEMORY_BYTES),
+                         (resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_NPROC, 0)):
+        try:
+            resource.setrlimit(limit, (value, value))
+        except (ValueError, OSError):
+            pass  # above an existing hard limit, which then caps us already
+
+
+def _worker_main(request_fd: int, reply_fd: int) -> None:
+    import signal
+
+    requests = Connection(request_fd, writable=False)
+    replies = Connection(reply_fd, readable=False)
+    try:
+        equal = _make_sympy_equal()
+    except BaseException as exc:
+        replies.send_bytes(f"import failed: {exc!r}".encode()[:4000])
+        return
+    _limit_resources()
+    replies.send_bytes(b"ready")
+    while True:
+        try:
+            limit, pairs = json.loads(requests.recv_bytes())
+        except (EOFError, OSError):
+            return  # parent closed the pipe or died
+        # If the parent dies mid-computation nobody kills us; SIGALRM's default action does.
+        signal.setitimer(signal.ITIMER_REAL, limit + _ORPHAN_GRACE_S)
+        try:
+            ok = all(equal(g, p) for g, p in pairs)
+        except BaseException:
+            ok = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        replies.send_bytes(b"1" if ok else b"0")

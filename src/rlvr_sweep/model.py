@@ -1,0 +1,132 @@
+"""Policy loading: a Hugging Face causal LM and its tokenizer, from a local folder or a hub id.
+
+The paper profile loads Qwen3-0.6B-Base (seed paper §1); the smoke profile loads the tiny
+Qwen3-architecture checkpoint shipped inside the package (`pkg:` paths). Both go through the same
+`from_pretrained` call. Loading fails fast, before a run folder is written, with a message that
+says how to point the run at a local copy.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from urllib.parse import urlparse
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from rlvr_sweep.config import ModelConfig
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+HUB_PROBE_TIMEOUT_S = 3.0
+
+
+class ModelLoadError(RuntimeError):
+    """The configured model cannot be loaded; the message says what to set instead."""
+
+
+@dataclass
+class Policy:
+    model: torch.nn.Module
+    tokenizer: object
+    device: torch.device
+    source: str  # the folder or hub id it was loaded from
+
+    @property
+    def eos_id(self) -> int:
+        return self.tokenizer.eos_token_id
+
+    @property
+    def pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return self.eos_id if pad is None else pad  # the baseline pads with EOS
+
+
+def resolve_model_source(cfg: ModelConfig) -> str:
+    """The folder (checked to exist) or hub id that `from_pretrained` should read."""
+    if cfg.path:
+        folder = _resolve_path(cfg.path)
+        if not (folder / "config.json").is_file():
+            raise ModelLoadError(
+                f"model.path={cfg.path!r} is not a model folder (no config.json in {folder}). "
+                "Point model.path at a folder saved with save_pretrained (config.json, weights, tokenizer)."
+            )
+        return str(folder)
+    if not cfg.hub_id:
+        raise ModelLoadError(f"model {cfg.name!r} sets neither model.path nor model.hub_id")
+    if _hub_cached(cfg.hub_id) or _hub_reachable():
+        return cfg.hub_id
+    raise ModelLoadError(
+        f"cannot load {cfg.hub_id!r}: it is not in the local Hugging Face cache and the hub "
+        f"({_hub_endpoint()}) cannot be reached from this machine. Download it where there is "
+        f"network (e.g. `huggingface-cli download {cfg.hub_id} --local-dir /path/to/{cfg.hub_id.split('/')[-1]}`), "
+        "copy the folder here and rerun with model.path=/path/to/that/folder "
+        "(or set HF_HOME to a cache that holds it)."
+    )
+
+
+def load_policy(cfg: ModelConfig) -> Policy:
+    """Load model and tokenizer; untie the output head when configured (the baseline trains both)."""
+    if cfg.dtype not in DTYPES:
+        raise ModelLoadError(f"unknown model.dtype {cfg.dtype!r}; valid: {sorted(DTYPES)}")
+    source = resolve_model_source(cfg)
+    device = _pick_device(cfg.device)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[cfg.dtype])
+    if cfg.untie_embeddings:
+        untie_output_head(model)
+    model.to(device)
+    return Policy(model=model, tokenizer=tokenizer, device=device, source=source)
+
+
+def untie_output_head(model: torch.nn.Module) -> None:
+    """Give the output head its own copy of the (tied) embedding weights.
+
+    The baseline builds its model and loads a state dict, so the embedding and output head are two
+    parameters with equal initial values that drift apart in training (baseline spec §1;
+    the paper counts P = 751,632,384 untied parameters).
+    """
+    head, embed = model.get_output_embeddings(), model.get_input_embeddings()
+    if head is not None and head.weight is embed.weight:
+        head.weight = torch.nn.Parameter(embed.weight.detach().clone())
+    model.config.tie_word_embeddings = False
+
+
+def _resolve_path(path: str) -> Path:
+    if path.startswith("pkg:"):
+        package, _, rest = path[len("pkg:"):].partition("/")
+        return Path(str(resources.files(package).joinpath(rest)))
+    return Path(path).expanduser()
+
+
+def _hub_cached(hub_id: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(hub_id, "config.json")
+    return isinstance(found, str)
+
+
+def _hub_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+
+
+def _hub_reachable() -> bool:
+    """A quick TCP probe, so an offline machine fails in seconds instead of retrying for minutes."""
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0"):
+        return False
+    url = urlparse(_hub_endpoint())
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname, port), timeout=HUB_PROBE_TIMEOUT_S):
+            return True
+    except OSError:
+        return False
+
+
+def _pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)

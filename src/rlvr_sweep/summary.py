@@ -1,0 +1,80 @@
+"""The printed summary of a run or sweep: base vs trained accuracy per run.
+
+Each Hydra job leaves a `run_dir.txt` pointer in its Hydra output folder; at the end of a
+multirun the callback reads the pointed-to `run.json` files (so it works for any launcher whose
+jobs share the file system) and prints one line per run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from hydra.experimental.callback import Callback
+
+from rlvr_sweep import results
+
+POINTER = "run_dir.txt"
+
+
+def accuracy_frame(infos: list[dict]) -> pd.DataFrame:
+    """One row per run and benchmark: base and trained greedy accuracy and their difference."""
+    rows = []
+    for info in infos:
+        acc = info.get("accuracy", {})
+        for name in sorted({n for by_name in acc.values() for n in by_name}):
+            base, trained = acc.get("base", {}).get(name), acc.get("trained", {}).get(name)
+            rows.append({
+                "arm": info.get("arm"), "seed": info.get("seed"), "horizon": info.get("horizon"), "benchmark": name,
+                "base": base, "trained": trained,
+                "delta": trained - base if base is not None and trained is not None else None,
+                "wall_seconds": info.get("wall_seconds"),
+            })
+    return pd.DataFrame(rows, columns=["arm", "seed", "horizon", "benchmark", "base", "trained", "delta", "wall_seconds"])
+
+
+def format_summary(infos: list[dict]) -> str:
+    header = f"{'arm':<16} {'seed':>5} {'horizon':>7} {'status':<9} {'benchmark':<12} {'base':>6} {'trained':>7} {'delta':>7} {'wall_s':>7}"
+    lines = [header]
+    for info in infos:
+        acc = info.get("accuracy", {})
+        names = sorted({n for by_name in acc.values() for n in by_name}) or ["-"]
+        for name in names:
+            base, trained = acc.get("base", {}).get(name), acc.get("trained", {}).get(name)
+            delta = trained - base if base is not None and trained is not None else None
+            lines.append(
+                f"{info.get('arm', '?'):<16} {info.get('seed', '?'):>5} {info.get('horizon', '?'):>7} "
+                f"{('skipped' if info.get('skipped') else info.get('status', '?')):<9} {name:<12} "
+                f"{_pct(base):>6} {_pct(trained):>7} {_pct(delta, signed=True):>7} {info.get('wall_seconds', float('nan')):>7.1f}"
+            )
+    return "\n".join(lines)
+
+
+def _pct(value, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}"
+
+
+def sweep_infos(sweep_dir: Path) -> list[dict]:
+    """run.json of every job of a sweep, in job order (a job that wrote nothing is reported as such)."""
+    infos = []
+    for pointer in sorted(Path(sweep_dir).glob(f"*/{POINTER}"), key=lambda p: _job_number(p.parent.name)):
+        run_dir = Path(pointer.read_text().strip())
+        try:
+            infos.append(results.read_run_json(run_dir))
+        except (OSError, ValueError):
+            infos.append({"run_dir": str(run_dir), "status": "no run.json"})
+    return infos
+
+
+def _job_number(name: str) -> int:
+    return int(name) if name.isdigit() else 1 << 30
+
+
+class SweepSummaryCallback(Callback):
+    def on_multirun_end(self, config, **kwargs) -> None:
+        infos = sweep_infos(Path(config.hydra.sweep.dir))
+        if infos:
+            print("\nSweep summary (greedy accuracy, %):\n" + format_summary(infos), flush=True)
+
