@@ -59,7 +59,7 @@ def test_paper_profile_is_the_real_recipe():
     assert (cfg.sampler.group_size, cfg.sampler.temperature, cfg.sampler.top_p) == (8, 0.8, 0.9)
     t = cfg.train
     assert (t.steps, t.lr, tuple(t.betas), t.adam_eps, t.weight_decay, t.grad_clip) == (50, 1e-5, (0.9, 0.999), 1e-8, 0.01, 1.0)
-    assert (cfg.eval.max_new_tokens, cfg.eval.batch_size, cfg.eval.benchmarks) == (2048, 32, ["math500"])
+    assert (cfg.eval.max_new_tokens, cfg.eval.batch_size, cfg.eval.benchmarks) == (2048, 32, ["math500", "math_val210", "ext240"])
     assert (cfg.estimator.std, cfg.estimator.eps) == ("unbiased", 1e-4)
 
 

@@ -28,7 +28,8 @@ class ModelConfig:
 class DataConfig:
     name: str = "math_train"
     root: str = "data"  # folder holding the benchmark JSONL files (see README)
-    train_file: str = "math_train.jsonl"
+    splits_dir: Optional[str] = None  # the built splits; None = <root>/splits
+    train_file: Optional[str] = "math_train.jsonl"  # a file name (see data.data_file); unused by toy_arith
     limit: Optional[int] = None  # use only the first `limit` training rows
     toy_seed: int = 0  # toy_arith only: seed of the generated splits
     toy_train_size: int = 2000
@@ -67,9 +68,14 @@ class RewardConfig:
 
 
 @dataclass
+class GraderConfig:
+    name: str = "baseline"  # answer equivalence for rewards and eval: baseline | math_verify
+
+
+@dataclass
 class EvalConfig:
     name: str = "greedy"
-    benchmarks: list[str] = field(default_factory=lambda: ["math500"])
+    benchmarks: list[str] = field(default_factory=lambda: ["math500", "math_val210", "ext240"])
     max_new_tokens: int = 2048  # paper tokens (scaled by profile.length_scale)
     batch_size: int = 32
     limit: Optional[int] = None  # first `limit` items of each benchmark
@@ -115,6 +121,7 @@ class Config:
     optimizer_step: OptimizerStepConfig = field(default_factory=OptimizerStepConfig)
     horizon: HorizonConfig = field(default_factory=HorizonConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
+    grader: GraderConfig = field(default_factory=GraderConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     profile: ProfileConfig = field(default_factory=ProfileConfig)
     train: TrainConfig = field(default_factory=TrainConfig)

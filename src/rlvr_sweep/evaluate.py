@@ -21,8 +21,12 @@ def encode_prompts(tokenizer, problems: list[str]) -> list[list[int]]:
     return [tokenizer(render_prompt(p), add_special_tokens=False)["input_ids"] for p in problems]
 
 
-def evaluate_greedy(policy, rows: list[dict], *, benchmark: str, phase: str, max_new_tokens: int, batch_size: int) -> list[dict]:
-    """Grade greedy responses to `rows`; returns one dict per item."""
+def evaluate_greedy(policy, rows: list[dict], *, benchmark: str, phase: str, max_new_tokens: int, batch_size: int,
+                    grade=grading.grade) -> list[dict]:
+    """Grade greedy responses to `rows`; returns one dict per item.
+
+    `capped`: stopped at max_new_tokens without EOS; `all_cap`: capped with no braced box (the
+    paper's AllCap2048 at 2048 tokens); `inc_trunc`: capped and graded incorrect (IncTrunc)."""
     graded: list[dict] = []
     correct = 0
     start = time.perf_counter()
@@ -36,13 +40,15 @@ def evaluate_greedy(policy, rows: list[dict], *, benchmark: str, phase: str, max
         for row, tokens, length, finished in zip(batch, gen.tokens, gen.lengths, gen.finished):
             text = policy.tokenizer.decode(tokens[:-1] if finished else tokens, skip_special_tokens=False)
             extracted = grading.extract_answer(text)
-            ok = grading.grade(extracted, row["answer"])
+            ok = bool(grade(extracted, row["answer"]))
+            has_box = grading.extract_answer(text, fallback=None) != ""
             correct += ok
             graded.append({
-                "phase": phase, "benchmark": benchmark, "item_id": row["id"], "index": len(graded),
-                "length": length - int(finished),  # generated tokens, EOS not counted
-                "finished": finished, "capped": not finished, "has_box": grading.extract_answer(text, fallback=None) != "",
-                "extracted": extracted, "gold": row["answer"], "correct": bool(ok), "response": text,
+                "phase": phase, "benchmark": benchmark, "source": row.get("source", benchmark), "item_id": row["id"],
+                "index": len(graded), "length": length - int(finished),  # generated tokens, EOS not counted
+                "finished": finished, "capped": not finished, "has_box": has_box,
+                "all_cap": not finished and not has_box, "inc_trunc": not finished and not ok,
+                "extracted": extracted, "gold": row["answer"], "correct": ok, "response": text,
             })
         elapsed = time.perf_counter() - start
         log.info("eval %s %s %d/%d acc %.3f (%.1fs)", phase, benchmark, len(graded), len(rows), correct / len(graded), elapsed)

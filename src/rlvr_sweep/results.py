@@ -2,7 +2,7 @@
 
 A run folder is named from the run's identity, not the launch time:
 `{out_root}/{profile}/{arm}/h{horizon}_s{seed}_{hash}` where `hash` is a short digest of the
-resolved config (without `run.*` and `data.root`, which do not change the experiment). It holds
+resolved config (without `run.*`, `data.root` and `data.splits_dir`, which do not change the experiment). It holds
 `config.yaml`, `steps.parquet`, `rollouts.parquet`, `grades.parquet`, `run.json` and, last, the
 `DONE` marker. Every file is written atomically (temporary file, then rename), so a reader never
 sees half a table; a folder without `DONE` is unfinished.
@@ -40,7 +40,8 @@ def config_hash(cfg: Config) -> str:
     """Short digest of everything that defines the experiment."""
     identity = config_dict(cfg)
     identity.pop("run")
-    identity["data"].pop("root")
+    identity["data"].pop("root")  # where the files live does not change the experiment
+    identity["data"].pop("splits_dir")
     blob = json.dumps(identity, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:8]
 

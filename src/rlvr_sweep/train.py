@@ -17,14 +17,15 @@ import torch
 from rlvr_sweep import data, grading, results
 from rlvr_sweep.config import Config, scaled_length
 from rlvr_sweep.estimators import get_estimator, is_homogeneous
+from rlvr_sweep.graders import get_grader
 from rlvr_sweep.evaluate import encode_prompts, evaluate_greedy
 from rlvr_sweep.generation import generate
 from rlvr_sweep.losses import pack_sequences, policy_loss, token_logprobs
 from rlvr_sweep.model import load_policy
 from rlvr_sweep.optim import apply_update, make_adamw
+from rlvr_sweep.rewards import REWARDS, score_rollouts
 
 log = logging.getLogger(__name__)
-REWARDS = ("ungated", "gated")
 SAMPLERS = ("flat",)
 
 
@@ -71,20 +72,21 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir) -> 
     horizon = scaled_length(cfg.horizon.tokens, cfg.profile.length_scale)
     gate = None if cfg.reward.gate_chars is None else scaled_length(cfg.reward.gate_chars, cfg.profile.length_scale)
     eval_tokens = scaled_length(cfg.eval.max_new_tokens, cfg.profile.length_scale)
+    grade = get_grader(cfg.grader.name)
     grades: list[dict] = []
     accuracy: dict = {}
 
     def read_out(phase: str) -> None:
         for name, rows in eval_sets.items():
-            graded = evaluate_greedy(policy, rows, benchmark=name, phase=phase,
-                                     max_new_tokens=eval_tokens, batch_size=cfg.eval.batch_size)
+            graded = evaluate_greedy(policy, rows, benchmark=name, phase=phase, max_new_tokens=eval_tokens,
+                                     batch_size=cfg.eval.batch_size, grade=grade)
             grades.extend(graded)
-            accuracy.setdefault(phase, {})[name] = sum(g["correct"] for g in graded) / len(graded)
+            accuracy.setdefault(phase, {}).update(_accuracy_by_source(name, graded))
         results.write_table(run_dir, "grades", grades)
 
     if cfg.eval.before:
         read_out("base")
-    steps, rollouts = _train(cfg, policy, train_rows, generator, horizon, gate, run_dir)
+    steps, rollouts = _train(cfg, policy, train_rows, generator, horizon, gate, grade, run_dir)
     if cfg.eval.after:
         read_out("trained")
     return {
@@ -94,7 +96,7 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir) -> 
     }
 
 
-def _train(cfg: Config, policy, train_rows, generator, horizon: int, gate: int | None, run_dir):
+def _train(cfg: Config, policy, train_rows, generator, horizon: int, gate: int | None, grade, run_dir):
     model, tok = policy.model, policy.tokenizer
     params = [p for p in model.parameters() if p.requires_grad]
     t = cfg.train
@@ -111,8 +113,8 @@ def _train(cfg: Config, policy, train_rows, generator, horizon: int, gate: int |
         gen = generate(model, [prompt] * group, max_new_tokens=horizon, eos_id=policy.eos_id, pad_id=policy.pad_id,
                        temperature=cfg.sampler.temperature, top_p=cfg.sampler.top_p, generator=generator)
         texts = [tok.decode(c, skip_special_tokens=False) for c in gen.tokens]  # EOS kept, as in the baseline
-        correct = [grading.training_reward(x, row["answer"]) for x in texts]  # ungated, for the ledger
-        rewards = torch.tensor([c if grading.passes_gate(x, gate) else 0.0 for c, x in zip(correct, texts)])
+        reward_list, correct = score_rollouts(texts, row["answer"], gate, grade)
+        rewards = torch.tensor(reward_list)
         advantages = estimator(rewards, eps=cfg.estimator.eps, std=cfg.estimator.std)
         active = not is_homogeneous(rewards)
         loss_total = [0.0]
@@ -143,7 +145,7 @@ def _train(cfg: Config, policy, train_rows, generator, horizon: int, gate: int |
             "capped": sum(not f for f in gen.finished), "seconds": seconds,
         })
         rollouts.extend({
-            "step": step, "index": i, "question_id": row["id"], "length": n, "reward": float(r), "correct": float(c),
+            "step": step, "index": i, "question_id": row["id"], "gold": row["answer"], "length": n, "reward": float(r), "correct": float(c),
             "finished": f, "capped": not f, "text": x,
         } for i, (n, r, c, f, x) in enumerate(zip(gen.lengths, rewards.tolist(), correct, gen.finished, texts)))
         log.info("step %d/%d q=%s reward %.3f %s %s gen %d tok %.0f tok/s %.2fs", step + 1, t.steps, row["id"],
@@ -153,6 +155,17 @@ def _train(cfg: Config, policy, train_rows, generator, horizon: int, gate: int |
             results.write_table(run_dir, "steps", steps)
             results.write_table(run_dir, "rollouts", rollouts)
     return steps, rollouts
+
+
+def _accuracy_by_source(benchmark: str, graded: list[dict]) -> dict:
+    """Accuracy of a benchmark, plus each source's when it combines several (ext240)."""
+    out = {benchmark: sum(g["correct"] for g in graded) / len(graded)}
+    sources = sorted({g["source"] for g in graded})
+    if len(sources) > 1:
+        for source in sources:
+            part = [g["correct"] for g in graded if g["source"] == source]
+            out[f"{benchmark}/{source}"] = sum(part) / len(part)
+    return out
 
 
 def _totals(steps: list[dict]) -> dict:
