@@ -381,3 +381,30 @@ def test_edge_cases(model):
     assert zero.tokens == [[], []] and zero.untrimmed_steps == 0 and zero.prefill_tokens == 10
     with pytest.raises(ValueError):
         generate(model, [[1], []], max_new_tokens=2, eos_id=None, pad_id=PAD, temperature=0, top_p=1.0)
+
+
+def test_greedy_equivalence_on_the_shipped_tiny_model():
+    """Batched == one row at a time == HF `model.generate` on the shipped checkpoint (float32),
+    with real toy prompts of different lengths, some answered with EOS and some capped."""
+    from rlvr_sweep import toy_arith
+    from rlvr_sweep.evaluate import encode_prompts
+    from rlvr_sweep.model import load_policy
+    from rlvr_sweep.config import ModelConfig
+
+    policy = load_policy(ModelConfig(name="tiny", hub_id=None, path="pkg:rlvr_sweep/assets/tiny_qwen3", dtype="float32"))
+    rows = toy_arith.load_split("heldout", 12)
+    prompts = encode_prompts(policy.tokenizer, [r["problem"] for r in rows])
+    assert len({len(p) for p in prompts}) > 1
+    kw = dict(max_new_tokens=48, eos_id=policy.eos_id, pad_id=policy.pad_id, temperature=0, top_p=1.0)
+    batched = generate(policy.model, prompts, **kw)
+    single = [generate(policy.model, [p], **kw).tokens[0] for p in prompts]
+    assert batched.tokens == single
+    assert any(batched.finished) and not all(batched.finished)
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[policy.pad_id] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    hf = policy.model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=48,
+                               eos_token_id=policy.eos_id, pad_token_id=policy.pad_id)
+    for row, tokens in zip(hf[:, width:].tolist(), batched.tokens):
+        assert row[: len(tokens)] == tokens
+        assert all(t == policy.pad_id for t in row[len(tokens):])
