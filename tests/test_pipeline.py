@@ -8,6 +8,7 @@ import pytest
 from rlvr_sweep import results
 from rlvr_sweep.model import ModelLoadError
 from rlvr_sweep.train import run
+from tests.conftest import REPO
 from tests.test_cli import compose_cfg, run_cli
 
 SMOKE_2_STEPS = ["profile=smoke", "train.steps=2", "train.write_every=1", "eval.limit=8"]
@@ -89,3 +90,28 @@ def test_config_hash_separates_configs_and_ignores_output_location(tmp_path):
     assert results.config_hash(a) == results.config_hash(b)
     assert results.config_hash(a) != results.config_hash(c)
     assert results.run_dir_for(a).name != results.run_dir_for(c).name
+
+
+ARMS = sorted(p.stem for p in (REPO / "conf" / "arm").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_every_arm_runs_two_smoke_steps_with_a_conserving_ledger(tmp_path, arm):
+    """Tree arms start branching at once here (warmup 0), so the two steps exercise their sampler."""
+    cfg = compose_cfg([f"+arm={arm}", "profile=smoke", "train.steps=2", "train.active_steps=null",
+                       "train.accumulate_questions=1", "train.tail_average=[1,2]", "sampler.bifurcate_after_active=0",
+                       "eval=none", f"run.out_root={tmp_path}"])
+    info = run(cfg)
+    assert info["status"] == "finished" and info["totals"]["steps"] == 2
+    pairs = results.read_table(info["run_dir"], "pairs")
+    steps = results.read_table(info["run_dir"], "steps")
+    assert len(pairs) == 2 * 4
+    expected = {"flat"} if cfg.sampler.name == "flat" else {
+        "causal_non_eos", "terminal_dup", "tau_zero", "midpoint_fallback", "early_eos_gt104"}
+    assert set(pairs["category"]) <= expected
+    horizon = info["horizon_tokens"]
+    for b in (0, 1):
+        cont = pairs[f"l{b}"] - pairs[f"pl{b}"]
+        assert (cont >= 0).all() and (cont <= horizon - pairs[f"pl{b}"]).all()
+    per_step = pairs.groupby("step")[["stage1_leaf_tokens", "stage2_generated"]].sum().sum(axis=1)
+    assert (per_step == steps.set_index("step")["leaf_tokens"]).all()

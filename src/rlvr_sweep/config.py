@@ -38,17 +38,28 @@ class DataConfig:
 
 @dataclass
 class SamplerConfig:
-    name: str = "flat"
-    group_size: int = 8  # G rollouts per question
+    name: str = "flat"  # flat | stopped_tree | root_restart | midpoint
+    group_size: int = 8  # G rollouts per question (flat); tree samplers draw K x B leaves
     temperature: float = 0.8
     top_p: float = 0.9
+    # two-stage branching (paper §4.2); lengths in paper tokens, scaled by profile.length_scale
+    K: int = 4  # roots
+    B: int = 2  # branches per root
+    t_min: int = 96  # earliest newline stopping time
+    split_tokens: int = 160  # T_max: stage-1 cap
+    midpoint_min_len: int = 32  # midpoint: early-EOS roots at least this long split at a newline
+    long_eos_len: int = 104  # midpoint: splits of early-EOS roots longer than this are early_eos_gt104
+    bifurcate_after_active: int = 0  # flat rollouts until this many active steps have happened
 
 
 @dataclass
 class EstimatorConfig:
-    name: str = "grpo"
+    name: str = "grpo"  # grpo (leaf) | tree_mean | clamped_prefix
     std: str = "unbiased"  # "unbiased" (N-1, the baseline) or "population"
     eps: float = 1e-4
+    beta: float = 0.0  # tree: weight of the max backup M_k in the prefix value
+    alpha: float = 0.5  # tree: weight of the local (R - Vhat) term in continuation credit
+    zero_cont_token_mass: bool = False  # shift continuation credit to zero signed token mass
 
 
 @dataclass
@@ -101,6 +112,11 @@ class TrainConfig:
     grad_clip: float = 1.0
     loss_recipe: str = "scale_then_sum"  # "sum_then_scale" is Arm 1's (baseline) recipe
     backward_micro_batch: Optional[int] = None  # rollouts per backward chunk; None = the whole group
+    active_steps: Optional[int] = None  # train until this many active steps (then `steps` is ignored)
+    max_steps: int = 1000  # safety cap when training to a number of active steps
+    accumulate_questions: int = 1  # questions per optimizer update
+    unit_question_grad: bool = False  # scale each question's gradient to unit norm before accumulating
+    tail_average: Optional[list[int]] = None  # [first, last] step (1-based): FP32 Polyak average evaluated
     write_every: int = 10  # rewrite the step/rollout tables every this many steps
 
 

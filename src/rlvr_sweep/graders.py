@@ -11,10 +11,10 @@
 
 Bounding Math-Verify. Its own timeouts use `signal.alarm`, which only works in the main thread, so
 they are switched off (`parse(..., parsing_timeout=None)`, `verify(..., timeout_seconds=None)`).
-Instead all Math-Verify work runs in one persistent subprocess, the same design as grading.py's
-sympy worker: the parent sends a request over a pipe and waits at most `timeout_s` (default
-`MATH_VERIFY_TIMEOUT_S`) for the reply with `Connection.poll`, which works from any thread and in
-daemonic pool workers; on timeout or worker death the worker is killed and replaced in the
+Instead all Math-Verify work runs in one persistent subprocess (`sandbox.SandboxWorker`, as
+grading.py's sympy worker): the parent sends a request over a pipe and waits at most `timeout_s`
+(default `MATH_VERIFY_TIMEOUT_S`) for the reply with `Connection.poll`, which works from any thread
+and in daemonic pool workers; on timeout or worker death the worker is killed and replaced in the
 background, the grade is False and `stats()` counts it. The worker runs under memory / file-size /
 process rlimits and kills itself (SIGALRM's default action) if its parent vanishes mid-request.
 Inputs that are not strings, or empty, grade False without reaching the worker. A missing or
@@ -30,28 +30,22 @@ Normal forms (used by `python -m rlvr_sweep.verify compare`):
 """
 from __future__ import annotations
 
-import atexit
 import importlib.util
-import json
 import math
-import os
-import subprocess
-import sys
-import threading
-import warnings
-from multiprocessing import Pipe
-from multiprocessing.connection import Connection
 from typing import Callable
 
-from rlvr_sweep import grading
+if __package__:
+    from . import grading, sandbox
+else:  # loaded by file path in the Math-Verify worker: no package __init__ (nor torch) with it
+    import _rlvr_sweep_sandbox as sandbox
+
+    grading = sandbox.load_sibling("grading")
 
 MATH_VERIFY_TIMEOUT_S = 5.0  # per grade: both parses and the comparison
 STARTUP_TIMEOUT_S = 60.0  # importing math_verify/sympy on a cold filesystem; charged to no grade
 MAX_NORMAL_FORM_CHARS = 10_000
 MATH_VERIFY_WRAP = "${}$"
 INSTALL_HINT = "pip install math-verify"
-_WORKER_MEMORY_BYTES = 4 * 2**30
-_ORPHAN_GRACE_S = 5.0
 _PARSE_CACHE_SIZE = 4096
 _MAX_REPLY_BYTES = 4 * MAX_NORMAL_FORM_CHARS + 1024
 
@@ -91,7 +85,7 @@ def math_verify_grade(pred, gold, timeout_s=None) -> bool:
         return False
     if not pred.strip() or not gold.strip():
         return False  # parse("$$") is [], which never verifies
-    return _WORKER.request("verify", [gold, pred], limit) is True
+    return _WORKER.request(["verify", [gold, pred]], limit) is True
 
 
 def math_verify_normal_form(answer, timeout_s=None) -> str | None:
@@ -102,7 +96,7 @@ def math_verify_normal_form(answer, timeout_s=None) -> str | None:
         return None
     if not answer.strip():
         return ""
-    result = _WORKER.request("normal_form", [answer], limit)
+    result = _WORKER.request(["normal_form", [answer]], limit)
     return result if isinstance(result, str) else None
 
 
@@ -131,142 +125,33 @@ def get_grader(name: str = DEFAULT_GRADER) -> Callable[[str, str], bool]:
     return GRADERS[name]
 
 
-_STATS = dict.fromkeys(("timeouts", "worker_starts", "worker_restarts", "worker_deaths",
-                        "start_failures", "non_str_inputs"), 0)
-_STATS_LOCK = threading.Lock()
-
-
-def _count(name: str) -> None:
-    with _STATS_LOCK:
-        _STATS[name] += 1
+_COUNTS = sandbox.Counters(("non_str_inputs",))
+_count = _COUNTS.add
 
 
 def stats() -> dict[str, int]:
     """Math-Verify worker event counts since import (diff two snapshots to attribute them)."""
-    with _STATS_LOCK:
-        return dict(_STATS)
+    return {**_WORKER.stats(), **_COUNTS.snapshot()}
 
 
 # ---------------------------------------------------------------- Math-Verify worker, parent side
-_BOOTSTRAP = (  # loads this file by path under another name; only grading.py comes with it
-    "import sys; sys.dont_write_bytecode = True\n"  # pyc writes would trip RLIMIT_FSIZE
-    "import importlib.util as u\n"
-    "spec = u.spec_from_file_location('_rlvr_sweep_graders_worker', sys.argv[1])\n"
-    "m = u.module_from_spec(spec); spec.loader.exec_module(m)\n"
-    "m._worker_main(int(sys.argv[2]), int(sys.argv[3]))\n")
-
-
-class _Worker:
-    """One Math-Verify subprocess. The lock makes each request/reply exchange atomic."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.proc = self.requests = self.replies = None
-        self.ready = False
-        self.import_error: str | None = None  # the package does not import: every call raises
-
-    def request(self, op: str, args: list, limit: float):
-        """The worker's JSON reply, or None on timeout / death / unavailable worker."""
-        with self.lock:
-            if not self.ensure_ready():
-                return None
-            try:
-                self.requests.send_bytes(json.dumps([op, limit, args]).encode())
-                if self.replies.poll(limit):
-                    return json.loads(self.replies.recv_bytes(_MAX_REPLY_BYTES))
-                _count("timeouts")
-            except (EOFError, OSError, ValueError):
-                _count("worker_deaths")
-            self.stop()
-            if self.start():  # the replacement imports math_verify while the caller moves on
-                _count("worker_restarts")
-            return None
-
-    def ensure_ready(self) -> bool:
-        if self.import_error is not None:
-            raise _MathVerifyUnavailable(self.import_error)
-        if self.proc is None and not self.start():
-            return False
-        if not self.ready:
-            try:
-                answer = (self.replies.recv_bytes(4096) if self.replies.poll(STARTUP_TIMEOUT_S)
-                          else b"no reply within STARTUP_TIMEOUT_S")
-            except (EOFError, OSError) as exc:
-                answer = repr(exc).encode()
-            self.ready = answer == b"ready"
-            if not self.ready:
-                why = answer.decode(errors="replace")
-                if why.startswith("import failed"):  # an installation problem: raise, no retry
-                    _count("start_failures")
-                    self.stop()
-                    self.import_error = f"math-verify does not import ({why}); {INSTALL_HINT}"
-                    raise _MathVerifyUnavailable(self.import_error)
-                self.fail(why)
-        return self.ready
-
-    def start(self) -> bool:
-        child_requests, self.requests = Pipe(duplex=False)
-        self.replies, child_replies = Pipe(duplex=False)
-        fds = (child_requests.fileno(), child_replies.fileno())
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", _BOOTSTRAP, os.path.abspath(__file__), *map(str, fds)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                pass_fds=fds, start_new_session=True)  # own session: no terminal Ctrl-C
-        except (OSError, ValueError) as exc:
-            self.fail(repr(exc))
-            return False
-        finally:
-            child_requests.close()
-            child_replies.close()
-        _count("worker_starts")
-        return True
-
-    def fail(self, why: str) -> None:
-        _count("start_failures")
-        warnings.warn(f"graders: math-verify worker unavailable ({why}); its grades are False",
-                      RuntimeWarning, stacklevel=3)
-        self.stop()
-
-    def stop(self) -> None:
-        for conn in (self.requests, self.replies):
-            if conn is not None:
-                conn.close()  # an idle worker sees EOF and exits by itself
-        if self.proc is not None:
-            self.proc.kill()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-        self.proc = self.requests = self.replies = None
-        self.ready = False
-
-
-_WORKER = _Worker()
+_WORKER = sandbox.SandboxWorker(
+    __file__, "_make_worker_handler", startup_timeout_s=STARTUP_TIMEOUT_S,
+    max_reply_bytes=_MAX_REPLY_BYTES,
+    unavailable="graders: math-verify worker unavailable ({why}); its grades are False",
+    import_failure=lambda why: _MathVerifyUnavailable(
+        f"math-verify does not import ({why}); {INSTALL_HINT}"))
 
 
 def warm_up() -> bool:
     """Start the Math-Verify worker and wait until it has imported the package."""
     _require_math_verify()
-    with _WORKER.lock:
-        return _WORKER.ensure_ready()
+    return _WORKER.warm_up()
 
 
 def shutdown() -> None:
     """Stop the Math-Verify worker (a later grade starts a new one)."""
-    with _WORKER.lock:
-        _WORKER.stop()
-
-
-def _forget_worker_after_fork() -> None:
-    # A forked child shares the parent's pipes (and maybe a held lock); it must start its own.
-    global _WORKER, _STATS_LOCK
-    _WORKER, _STATS_LOCK = _Worker(), threading.Lock()
-
-
-atexit.register(lambda: _WORKER.stop())  # no lock: a daemon thread may hold it at exit
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_worker_after_fork)
+    _WORKER.shutdown()
 
 
 # ---------------------------------------------------------------- Math-Verify worker, child side
@@ -308,43 +193,7 @@ def _make_ops() -> dict:
     return {"verify": verify_op, "normal_form": normal_form_op}
 
 
-def _limit_resources() -> None:
-    import resource  # POSIX, like pass_fds
-
-    for limit, value in ((resource.RLIMIT_AS, _WORKER_MEMORY_BYTES),
-                         (resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_NPROC, 0)):
-        try:
-            resource.setrlimit(limit, (value, value))
-        except (ValueError, OSError):
-            pass  # above an existing hard limit, which then caps us already
-
-
-def _worker_main(request_fd: int, reply_fd: int) -> None:
-    import signal
-
-    requests = Connection(request_fd, writable=False)
-    replies = Connection(reply_fd, readable=False)
-    try:
-        ops = _make_ops()
-    except BaseException as exc:
-        replies.send_bytes(f"import failed: {exc!r}".encode()[:4000])
-        return
-    _limit_resources()
-    replies.send_bytes(b"ready")
-    while True:
-        try:
-            op, limit, args = json.loads(requests.recv_bytes())
-        except (EOFError, OSError):
-            return  # parent closed the pipe or died
-        # If the parent dies mid-computation nobody kills us; SIGALRM's default action does.
-        signal.setitimer(signal.ITIMER_REAL, limit + _ORPHAN_GRACE_S)
-        try:
-            result = ops[op](*args)
-        except BaseException:  # MemoryError under RLIMIT_AS, RecursionError, math_verify bugs
-            result = None
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        try:
-            reply = json.dumps(result).encode()
-        except (TypeError, ValueError):
-            reply = b"null"
-        replies.send_bytes(reply)
+def _make_worker_handler():
+    """The worker's handler: `[op, args] -> ops[op](*args)`."""
+    ops = _make_ops()
+    return lambda request: ops[request[0]](*request[1])

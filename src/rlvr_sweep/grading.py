@@ -6,8 +6,8 @@ paper §4.1, `rfind("\\boxed") >= 30`) is `training_reward`. No result the spec 
 Hardening:
 - `grade` never raises: None, non-str, bytes and internal errors grade False.
 - Text handling is linear-time (two §4 regexes are rewritten with identical results).
-- Sympy runs in one persistent `subprocess` worker (no `__main__` re-import; works from any
-  thread and in daemonic pool workers), bounded by a pipe `poll(timeout)`; on timeout or death
+- Sympy runs in one persistent `subprocess` worker (`sandbox.SandboxWorker`; works from any
+  thread and daemonic pool workers), bounded by a pipe `poll(timeout)`; on timeout or death
   it is killed and replaced in the background, the comparison is False, `stats()` counts it.
 - Model text with `__`, quotes, attribute access or words like `import`/`os` is unparsable;
   parse_expr gets a pruned sympy namespace with empty `__builtins__`; strings that sympy itself
@@ -15,27 +15,21 @@ Hardening:
 """
 from __future__ import annotations
 
-import atexit
 import io
-import json
 import math
-import os
 import re
-import subprocess
-import sys
-import threading
 import tokenize
-import warnings
-from multiprocessing import Pipe
-from multiprocessing.connection import Connection
+
+if __package__:
+    from . import sandbox
+else:  # loaded by file path in the sympy worker: no package __init__ (nor torch) comes with it
+    import _rlvr_sweep_sandbox as sandbox
 
 GATE_CHARS = 30  # paper §4.1 L_gate
 SYMBOLIC_TIMEOUT_S = 5.0
 STARTUP_TIMEOUT_S = 60.0  # sympy import on a cold filesystem; not charged to any grade
 MAX_PARSE_CHARS = 2000  # spec §4: longer strings are unparsable
 FALLBACKS = ("number_then_full", "number_only", None)
-_WORKER_MEMORY_BYTES = 4 * 2**30
-_ORPHAN_GRACE_S = 5.0
 
 # ---------------------------------------------------------------- §3 extraction
 _NUMBER = re.compile(r"-?(?:\d+/\d+|\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)")
@@ -195,7 +189,7 @@ def _all_equal(pairs, limit: float) -> bool:
                 _count("unsafe_rejected")
                 return False
         pending.append([gold_part, pred_part])
-    return not pending or _WORKER.all_equal(pending, limit)
+    return not pending or _WORKER.request(pending, limit) is True
 
 
 def equality_check(gold_part, pred_part, timeout_s=None) -> bool:
@@ -246,131 +240,30 @@ def training_reward(text, gold, gate_chars=None, timeout_s=None) -> float:
     return 1.0 if pred and grade(pred, gold, timeout_s) else 0.0
 
 
-_STATS = dict.fromkeys(("timeouts", "worker_starts", "worker_restarts", "worker_deaths",
-                        "start_failures", "unsafe_rejected", "non_str_inputs", "internal_errors"), 0)
-_STATS_LOCK = threading.Lock()
-
-
-def _count(name: str) -> None:
-    with _STATS_LOCK:
-        _STATS[name] += 1
+_COUNTS = sandbox.Counters(("unsafe_rejected", "non_str_inputs", "internal_errors"))
+_count = _COUNTS.add
 
 
 def stats() -> dict[str, int]:
     """Process-wide event counts since import (diff two snapshots to attribute them)."""
-    with _STATS_LOCK:
-        return dict(_STATS)
+    return {**_WORKER.stats(), **_COUNTS.snapshot()}
 
 
 # ---------------------------------------------------------------- sympy worker, parent side
-_BOOTSTRAP = (  # loads this file by path: the package __init__ (and torch) stay out of the worker
-    "import sys; sys.dont_write_bytecode = True\n"  # pyc writes would trip RLIMIT_FSIZE
-    "import importlib.util as u\n"
-    "spec = u.spec_from_file_location('_rlvr_sweep_grading_worker', sys.argv[1])\n"
-    "m = u.module_from_spec(spec); spec.loader.exec_module(m)\n"
-    "m._worker_main(int(sys.argv[2]), int(sys.argv[3]))\n")
-
-
-class _Worker:
-    """One sympy subprocess. The lock makes each request/reply exchange atomic across threads."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.proc = self.requests = self.replies = None
-        self.ready = False
-
-    def all_equal(self, pairs: list, limit: float) -> bool:
-        with self.lock:
-            if not self.ensure_ready():
-                return False
-            try:
-                self.requests.send_bytes(json.dumps([limit, pairs]).encode())
-                if self.replies.poll(limit):
-                    return self.replies.recv_bytes(16) == b"1"
-                _count("timeouts")
-            except (EOFError, OSError):
-                _count("worker_deaths")
-            self.stop()
-            if self.start():  # the replacement imports sympy while the caller moves on
-                _count("worker_restarts")
-            return False
-
-    def ensure_ready(self) -> bool:
-        if self.proc is None and not self.start():
-            return False
-        if not self.ready:
-            try:
-                answer = (self.replies.recv_bytes(4096) if self.replies.poll(STARTUP_TIMEOUT_S)
-                          else b"no reply within STARTUP_TIMEOUT_S")
-            except (EOFError, OSError) as exc:
-                answer = repr(exc).encode()
-            self.ready = answer == b"ready"
-            if not self.ready:
-                self.fail(answer.decode(errors="replace"))
-        return self.ready
-
-    def start(self) -> bool:
-        child_requests, self.requests = Pipe(duplex=False)
-        self.replies, child_replies = Pipe(duplex=False)
-        fds = (child_requests.fileno(), child_replies.fileno())
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", _BOOTSTRAP, os.path.abspath(__file__), *map(str, fds)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                pass_fds=fds, start_new_session=True)  # own session: no terminal Ctrl-C
-        except (OSError, ValueError) as exc:
-            self.fail(repr(exc))
-            return False
-        finally:
-            child_requests.close()
-            child_replies.close()
-        _count("worker_starts")
-        return True
-
-    def fail(self, why: str) -> None:
-        _count("start_failures")
-        warnings.warn(f"grading: sympy worker unavailable ({why}); symbolic checks grade False",
-                      RuntimeWarning, stacklevel=2)
-        self.stop()
-
-    def stop(self) -> None:
-        for conn in (self.requests, self.replies):
-            if conn is not None:
-                conn.close()  # an idle worker sees EOF and exits by itself
-        if self.proc is not None:
-            self.proc.kill()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-        self.proc = self.requests = self.replies = None
-        self.ready = False
-
-
-_WORKER = _Worker()
+_WORKER = sandbox.SandboxWorker(
+    __file__, "_make_worker_handler", startup_timeout_s=STARTUP_TIMEOUT_S, max_reply_bytes=16,
+    unavailable="grading: sympy worker unavailable ({why}); symbolic checks grade False")
 
 
 def warm_up() -> bool:
     """Start the worker and wait until sympy is imported; call once before timing-critical work."""
-    with _WORKER.lock:
-        return _WORKER.ensure_ready()
+    return _WORKER.warm_up()
 
 
 def shutdown() -> None:
     """Stop the worker (a later symbolic check starts a new one)."""
-    with _WORKER.lock:
-        _WORKER.stop()
+    _WORKER.shutdown()
 
-
-def _forget_worker_after_fork() -> None:
-    # A forked child shares the parent's pipes (and maybe a held lock); it must start its own.
-    global _WORKER, _STATS_LOCK
-    _WORKER, _STATS_LOCK = _Worker(), threading.Lock()
-
-
-atexit.register(lambda: _WORKER.stop())  # no lock: a daemon thread may hold it at exit
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_worker_after_fork)
 
 # ---------------------------------------------------------------- sympy worker, child side
 _BUILTIN_DENY = {  # I/O, introspection, code evaluation, string building
@@ -428,39 +321,7 @@ def _make_sympy_equal():
     return equal
 
 
-def _limit_resources() -> None:
-    import resource  # POSIX, like pass_fds
-
-    for limit, value in ((resource.RLIMIT_AS, _WORKER_MEMORY_BYTES),
-                         (resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_NPROC, 0)):
-        try:
-            resource.setrlimit(limit, (value, value))
-        except (ValueError, OSError):
-            pass  # above an existing hard limit, which then caps us already
-
-
-def _worker_main(request_fd: int, reply_fd: int) -> None:
-    import signal
-
-    requests = Connection(request_fd, writable=False)
-    replies = Connection(reply_fd, readable=False)
-    try:
-        equal = _make_sympy_equal()
-    except BaseException as exc:
-        replies.send_bytes(f"import failed: {exc!r}".encode()[:4000])
-        return
-    _limit_resources()
-    replies.send_bytes(b"ready")
-    while True:
-        try:
-            limit, pairs = json.loads(requests.recv_bytes())
-        except (EOFError, OSError):
-            return  # parent closed the pipe or died
-        # If the parent dies mid-computation nobody kills us; SIGALRM's default action does.
-        signal.setitimer(signal.ITIMER_REAL, limit + _ORPHAN_GRACE_S)
-        try:
-            ok = all(equal(g, p) for g, p in pairs)
-        except BaseException:
-            ok = False
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        replies.send_bytes(b"1" if ok else b"0")
+def _make_worker_handler():
+    """The worker's handler: `[[gold_part, pred_part], ...] -> all equal`."""
+    equal = _make_sympy_equal()
+    return lambda pairs: all(equal(g, p) for g, p in pairs)

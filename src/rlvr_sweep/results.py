@@ -3,7 +3,8 @@
 A run folder is named from the run's identity, not the launch time:
 `{out_root}/{profile}/{arm}/h{horizon}_s{seed}_{hash}` where `hash` is a short digest of the
 resolved config (without `run.*`, `data.root` and `data.splits_dir`, which do not change the experiment). It holds
-`config.yaml`, `steps.parquet`, `rollouts.parquet`, `grades.parquet`, `run.json` and, last, the
+`config.yaml`, `steps.parquet`, `rollouts.parquet`, `pairs.parquet` (the per-pair ledger),
+`grades.parquet`, `run.json` and, last, the
 `DONE` marker. Every file is written atomically (temporary file, then rename), so a reader never
 sees half a table; a folder without `DONE` is unfinished.
 """
@@ -23,7 +24,7 @@ from omegaconf import OmegaConf
 
 from rlvr_sweep.config import Config
 
-TABLES = ("steps", "rollouts", "grades")
+TABLES = ("steps", "rollouts", "pairs", "grades")
 DONE_MARKER = "DONE"
 RUN_JSON = "run.json"
 

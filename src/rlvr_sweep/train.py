@@ -16,17 +16,20 @@ import torch
 
 from rlvr_sweep import data, grading, results
 from rlvr_sweep.config import Config, scaled_length
-from rlvr_sweep.estimators import get_estimator, is_homogeneous
+from rlvr_sweep.estimators import get_estimator
 from rlvr_sweep.graders import get_grader
 from rlvr_sweep.evaluate import encode_prompts, evaluate_greedy
-from rlvr_sweep.generation import generate
-from rlvr_sweep.losses import pack_sequences, policy_loss, token_logprobs
 from rlvr_sweep.model import load_policy
 from rlvr_sweep.optim import apply_update, make_adamw
-from rlvr_sweep.rewards import REWARDS, score_rollouts
+from rlvr_sweep.policies import ModelPolicy
+from rlvr_sweep.question import backward as question_backward
+from rlvr_sweep.question import ledger_rows, score_group
+from rlvr_sweep.rewards import REWARDS
+from rlvr_sweep.samplers import SAMPLERS, get_sampler
+from rlvr_sweep.tail_average import TailAverage
+from rlvr_sweep.tree_credit import get_tree_estimator
 
 log = logging.getLogger(__name__)
-SAMPLERS = ("flat",)
 
 
 def run(cfg: Config) -> dict:
@@ -69,8 +72,8 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir) -> 
     grading.warm_up()  # start the sympy worker now, not inside the first timed step
     torch.manual_seed(cfg.seed)
     generator = torch.Generator(device=policy.device).manual_seed(cfg.seed)
-    horizon = scaled_length(cfg.horizon.tokens, cfg.profile.length_scale)
-    gate = None if cfg.reward.gate_chars is None else scaled_length(cfg.reward.gate_chars, cfg.profile.length_scale)
+    lengths = _scaled_lengths(cfg)
+    horizon, gate = lengths["horizon"], lengths["gate"]
     eval_tokens = scaled_length(cfg.eval.max_new_tokens, cfg.profile.length_scale)
     grade = get_grader(cfg.grader.name)
     grades: list[dict] = []
@@ -86,75 +89,144 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir) -> 
 
     if cfg.eval.before:
         read_out("base")
-    steps, rollouts = _train(cfg, policy, train_rows, generator, horizon, gate, grade, run_dir)
+    steps = _train(cfg, policy, train_rows, generator, lengths, grade, run_dir)
     if cfg.eval.after:
         read_out("trained")
     return {
-        "horizon_tokens": horizon, "gate_chars": gate, "eval_max_new_tokens": eval_tokens, "accuracy": accuracy,
+        "horizon_tokens": horizon, "gate_chars": gate, "eval_max_new_tokens": eval_tokens, "lengths": lengths, "accuracy": accuracy,
         "totals": _totals(steps),
         "grader": {k: v - grader_before.get(k, 0) for k, v in grading.stats().items()},  # this run's timeouts etc.
     }
 
 
-def _train(cfg: Config, policy, train_rows, generator, horizon: int, gate: int | None, grade, run_dir):
+def _train(cfg: Config, policy, train_rows, generator, lengths: dict, grade, run_dir):
+    """The loop: one question per step; an optimizer update every `accumulate_questions` steps."""
     model, tok = policy.model, policy.tokenizer
     params = [p for p in model.parameters() if p.requires_grad]
-    t = cfg.train
+    t, sc, est = cfg.train, cfg.sampler, cfg.estimator
     optimizer = make_adamw(params, t.lr, t.betas, t.adam_eps, t.weight_decay)
-    estimator = get_estimator(cfg.estimator.name)
-    group = cfg.sampler.group_size
-    steps: list[dict] = []
-    rollouts: list[dict] = []
-    for step in range(t.steps):
+    sampling = ModelPolicy(policy, temperature=sc.temperature, top_p=sc.top_p, generator=generator)
+    tail = TailAverage(params, *t.tail_average) if t.tail_average else None
+    steps, rollouts, pairs, pending = [], [], [], []
+    active_count, step = 0, 0
+    while step < (t.max_steps if t.active_steps else t.steps) and not (t.active_steps and active_count >= t.active_steps):
         started = time.perf_counter()
         row = train_rows[step % len(train_rows)]
         prompt = encode_prompts(tok, [row["problem"]])[0]
-        model.eval()
-        gen = generate(model, [prompt] * group, max_new_tokens=horizon, eos_id=policy.eos_id, pad_id=policy.pad_id,
-                       temperature=cfg.sampler.temperature, top_p=cfg.sampler.top_p, generator=generator)
-        texts = [tok.decode(c, skip_special_tokens=False) for c in gen.tokens]  # EOS kept, as in the baseline
-        reward_list, correct = score_rollouts(texts, row["answer"], gate, grade)
-        rewards = torch.tensor(reward_list)
-        advantages = estimator(rewards, eps=cfg.estimator.eps, std=cfg.estimator.std)
-        active = not is_homogeneous(rewards)
-        loss_total = [0.0]
-
-        def backward() -> None:
-            chunk = t.backward_micro_batch or group
-            for lo in range(0, group, chunk):
-                ids, attn, cmask = pack_sequences([prompt] * len(gen.tokens[lo:lo + chunk]), gen.tokens[lo:lo + chunk], policy.pad_id)
-                start = len(prompt) - 1
-                logps = token_logprobs(model, ids.to(policy.device), attn.to(policy.device), start)
-                loss = policy_loss(logps, cmask[:, start:].to(policy.device), advantages[lo:lo + chunk], t.loss_recipe, group)
-                loss.backward()
-                loss_total[0] += float(loss.detach())
-
-        model.train()
-        outcome = apply_update(params, optimizer, active=active, homogeneous_step=cfg.optimizer_step.name,
-                               backward=backward, grad_clip=t.grad_clip)
+        warmup = sc.name != "flat" and active_count < sc.bifurcate_after_active
+        group = draw_group("flat" if warmup else sc.name, sampling, prompt, lengths, sc)
+        if warmup:
+            group = group.with_category("flat_warmup")
+        group.check_conservation(lengths["horizon"])
+        scored = score_group(group, lambda ids: tok.decode(ids, skip_special_tokens=False), row["answer"],
+                             gate_chars=lengths["gate"], grade=grade, estimator=est.name, std=est.std, eps=est.eps,
+                             beta=est.beta, alpha=est.alpha, zero_mass=est.zero_cont_token_mass)
+        active_count += scored.active
+        pending.append((prompt, scored))
+        update_done = len(pending) == t.accumulate_questions
+        outcome, loss, bwd = None, float("nan"), (0, 0)
+        if update_done:
+            model.train()
+            outcome, loss, bwd = _update(cfg, model, params, optimizer, pending, policy)
+            pending = []
+            if tail:
+                tail.observe(step + 1)
         seconds = time.perf_counter() - started
-        out_tokens = gen.generated_tokens
-        steps.append({
-            "step": step, "question_id": row["id"], "rewards": rewards.tolist(), "mean_reward": float(rewards.mean()),
-            "correct": correct, "active": active, "std": float(rewards.std()), "advantages": advantages.tolist(),
-            "action": outcome.action, "grad_norm": outcome.grad_norm, "loss": loss_total[0] if outcome.backward_ran else float("nan"),
-            "gen_tokens": out_tokens, "prefill_tokens": gen.prefill_tokens, "padded_prefill_tokens": gen.padded_prefill_tokens,
-            "untrimmed_steps": gen.untrimmed_steps,
-            "bwd_out_tokens": out_tokens if outcome.backward_ran else 0,
-            "bwd_full_tokens": out_tokens + len(prompt) * group if outcome.backward_ran else 0,
-            "capped": sum(not f for f in gen.finished), "seconds": seconds,
-        })
-        rollouts.extend({
-            "step": step, "index": i, "question_id": row["id"], "gold": row["answer"], "length": n, "reward": float(r), "correct": float(c),
-            "finished": f, "capped": not f, "text": x,
-        } for i, (n, r, c, f, x) in enumerate(zip(gen.lengths, rewards.tolist(), correct, gen.finished, texts)))
-        log.info("step %d/%d q=%s reward %.3f %s %s gen %d tok %.0f tok/s %.2fs", step + 1, t.steps, row["id"],
-                 float(rewards.mean()), "active" if active else "homog", outcome.action, out_tokens,
-                 out_tokens / seconds, seconds)
-        if (step + 1) % t.write_every == 0 or step + 1 == t.steps:
-            results.write_table(run_dir, "steps", steps)
-            results.write_table(run_dir, "rollouts", rollouts)
-    return steps, rollouts
+        steps.append(_step_row(step, row, scored, outcome, loss, bwd, seconds, len(prompt)))
+        rollouts.extend(_rollout_rows(step, row, scored))
+        pairs.extend(ledger_rows(step, scored))
+        log.info("step %d q=%s reward %.3f %s %s gen %d tok %.0f tok/s %.2fs", step + 1, row["id"],
+                 float(scored.rewards.mean()), "active" if scored.active else "homog",
+                 outcome.action if outcome else "accumulating", group.gen_tokens, group.gen_tokens / seconds, seconds)
+        step += 1
+        if step % t.write_every == 0:
+            _write_ledger(run_dir, steps, rollouts, pairs)
+    _write_ledger(run_dir, steps, rollouts, pairs)
+    if tail:
+        tail.load_into(params)
+    return steps
+
+
+def draw_group(name: str, sampling, prompt: list[int], lengths: dict, sc):
+    return get_sampler(name)(sampling, prompt, horizon=lengths["horizon"], K=sc.K if name != "flat" else sc.group_size // 2,
+                             B=sc.B if name != "flat" else 2, t_min=lengths["t_min"], t_max=lengths["split_tokens"],
+                             midpoint_min_len=lengths["midpoint_min_len"], long_eos_len=lengths["long_eos_len"])
+
+
+def _update(cfg: Config, model, params, optimizer, pending, policy):
+    """One optimizer update over the accumulated questions (each a unit-norm gradient if asked)."""
+    t = cfg.train
+    active = any(scored.active for _, scored in pending)
+    totals = {"loss": 0.0, "out": 0, "full": 0}
+
+    def accumulate() -> None:
+        summed = [torch.zeros_like(p) for p in params] if t.unit_question_grad else None
+        for prompt, scored in pending:
+            if summed is not None:
+                for p in params:
+                    p.grad = None
+            loss, out, full = question_backward(model, prompt, scored, pad_id=policy.pad_id, recipe=t.loss_recipe,
+                                                micro_batch=t.backward_micro_batch, device=policy.device)
+            totals["loss"] += loss
+            totals["out"] += out
+            totals["full"] += full
+            if summed is not None:
+                norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+                scale = 1.0 / float(norm) if norm > 0 else 0.0
+                for acc, p in zip(summed, params):
+                    if p.grad is not None:
+                        acc.add_(p.grad, alpha=scale)
+        if summed is not None:
+            for acc, p in zip(summed, params):
+                p.grad = acc
+
+    outcome = apply_update(params, optimizer, active=active, homogeneous_step=cfg.optimizer_step.name,
+                           backward=accumulate, grad_clip=t.grad_clip)
+    return outcome, totals["loss"] if outcome.backward_ran else float("nan"), (totals["out"], totals["full"])
+
+
+def _step_row(step, row, scored, outcome, loss, bwd, seconds, prompt_len) -> dict:
+    g = scored.group
+    return {
+        "step": step, "question_id": row["id"], "rewards": scored.rewards.flatten().tolist(),
+        "mean_reward": float(scored.rewards.mean()), "correct": scored.correct.flatten().tolist(),
+        "active": scored.active, "std": float(scored.rewards.flatten().std()),
+        "update": outcome is not None, "action": outcome.action if outcome else "accumulated",
+        "grad_norm": outcome.grad_norm if outcome else float("nan"), "loss": loss,
+        "gen_tokens": g.gen_tokens, "prefill_tokens": g.prefill_tokens,
+        "padded_prefill_tokens": g.padded_prefill_tokens, "untrimmed_steps": g.untrimmed_steps,
+        "leaf_tokens": sum(len(leaf.tokens) for leaf in g.leaves()), "prompt_tokens": prompt_len,
+        "bwd_out_tokens": bwd[0], "bwd_full_tokens": bwd[1],
+        "capped": sum(not leaf.finished for leaf in g.leaves()), "seconds": seconds,
+    }
+
+
+def _rollout_rows(step, row, scored) -> list[dict]:
+    B = scored.rewards.shape[1]
+    return [{
+        "step": step, "index": i, "k": i // B, "b": i % B, "question_id": row["id"], "gold": row["answer"],
+        "prefix_len": leaf.prefix_len, "length": len(leaf.tokens), "reward": float(r), "correct": float(c),
+        "finished": leaf.finished, "capped": not leaf.finished, "text": text,
+    } for i, (leaf, r, c, text) in enumerate(zip(scored.leaves, scored.rewards.flatten().tolist(),
+                                                 scored.correct.flatten().tolist(), scored.texts))]
+
+
+def _write_ledger(run_dir, steps, rollouts, pairs) -> None:
+    results.write_table(run_dir, "steps", steps)
+    results.write_table(run_dir, "rollouts", rollouts)
+    results.write_table(run_dir, "pairs", pairs)
+
+
+def _scaled_lengths(cfg: Config) -> dict:
+    """Every paper length budget in this profile's units (profile.length_scale)."""
+    scale, sc = cfg.profile.length_scale, cfg.sampler
+    return {
+        "horizon": scaled_length(cfg.horizon.tokens, scale),
+        "gate": None if cfg.reward.gate_chars is None else scaled_length(cfg.reward.gate_chars, scale),
+        "t_min": scaled_length(sc.t_min, scale), "split_tokens": scaled_length(sc.split_tokens, scale),
+        "midpoint_min_len": scaled_length(sc.midpoint_min_len, scale),
+        "long_eos_len": scaled_length(sc.long_eos_len, scale),
+    }
 
 
 def _accuracy_by_source(benchmark: str, graded: list[dict]) -> dict:
@@ -176,11 +248,24 @@ def _totals(steps: list[dict]) -> dict:
 
 
 def _check_choices(cfg: Config) -> None:
-    if cfg.sampler.name not in SAMPLERS:
-        raise ValueError(f"unknown sampler {cfg.sampler.name!r}; valid: {list(SAMPLERS)}")
+    """Unknown names and settings that cannot go together fail before anything runs."""
+    sampler, estimator, recipe = cfg.sampler.name, cfg.estimator.name, cfg.train.loss_recipe
+    if sampler not in SAMPLERS:
+        raise ValueError(f"unknown sampler {sampler!r}; valid: {sorted(SAMPLERS)}")
     if cfg.reward.name not in REWARDS:
         raise ValueError(f"unknown reward {cfg.reward.name!r}; valid: {list(REWARDS)}")
-    get_estimator(cfg.estimator.name)
+    if estimator != "grpo":
+        get_tree_estimator(estimator)
+        if sampler == "flat":
+            raise ValueError(f"estimator={estimator} credits tree prefixes but sampler=flat draws no tree; "
+                             "use a tree sampler or estimator=grpo")
+        if recipe == "sum_then_scale":
+            raise ValueError(f"estimator={estimator} gives per-token credit but train.loss_recipe=sum_then_scale "
+                             "needs one advantage per sequence; use scale_then_sum")
+    else:
+        get_estimator(estimator)
+    if cfg.train.accumulate_questions < 1:
+        raise ValueError("train.accumulate_questions must be at least 1")
 
 
 def _log_summary(info: dict) -> None:
