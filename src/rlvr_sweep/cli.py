@@ -9,8 +9,11 @@ override as an int. `normalize_overrides` fixes both before Hydra parses the lin
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
+import traceback
+import warnings
 from pathlib import Path
 
 import hydra
@@ -19,6 +22,7 @@ from omegaconf import OmegaConf
 
 from rlvr_sweep.config import Config, register_configs
 
+log = logging.getLogger(__name__)
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"  # the repository's config tree (editable install)
 MULTIRUN_FLAGS = ("-m", "--multirun")
 NUMERIC_GROUPS = ("horizon",)  # config groups whose options are named by numbers
@@ -50,19 +54,32 @@ def _hydra_entry(raw) -> dict:
     from hydra.core.hydra_config import HydraConfig
 
     from rlvr_sweep.results import run_dir_for
-    from rlvr_sweep.summary import POINTER, format_summary
+    from rlvr_sweep.summary import JOB_ERROR, POINTER, SKIPPED, format_summary
     from rlvr_sweep.train import run  # heavy imports (torch, transformers) only when a job runs
 
     cfg: Config = OmegaConf.to_object(raw)
     job_dir = Path(HydraConfig.get().runtime.output_dir)
     (job_dir / POINTER).write_text(str(run_dir_for(cfg).resolve()))
-    info = run(cfg)
-    if HydraConfig.get().mode == RunMode.RUN:
+    single = HydraConfig.get().mode == RunMode.RUN
+    try:
+        info = run(cfg)
+    except Exception as err:  # in a sweep, one failed run must not stop the others
+        if single:
+            raise
+        log.exception("run failed; the sweep goes on")
+        (job_dir / JOB_ERROR).write_text(f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
+        return {"status": "failed", "error": repr(err)}
+    if info.get("skipped"):
+        (job_dir / SKIPPED).touch()
+    if single:
         print("\nRun summary (greedy accuracy, %):\n" + format_summary([info]), flush=True)
     return info
 
 
 def main() -> None:
+    # our launcher presets extend the submitit plugin's schema-backed configs of the same name
+    warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/submitit_(slurm|local)' is validated against ConfigStore schema",
+                            category=UserWarning)
     register_configs()
     sys.argv = normalize_argv(sys.argv)
     _hydra_entry()

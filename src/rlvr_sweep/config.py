@@ -117,7 +117,9 @@ class TrainConfig:
     accumulate_questions: int = 1  # questions per optimizer update
     unit_question_grad: bool = False  # scale each question's gradient to unit norm before accumulating
     tail_average: Optional[list[int]] = None  # [first, last] step (1-based): FP32 Polyak average evaluated
-    write_every: int = 10  # rewrite the step/rollout tables every this many steps
+    write_every: int = 10  # rewrite the step/rollout/pair tables every this many steps
+    checkpoint_every: int = 10  # save checkpoint.pt (for resuming) every this many steps
+    num_threads: Optional[int] = None  # torch intra-op CPU threads; None = torch's default
 
 
 @dataclass

@@ -20,8 +20,12 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 from omegaconf import OmegaConf
 
+from rlvr_sweep import schema
 from rlvr_sweep.config import Config
 
 TABLES = ("steps", "rollouts", "pairs", "grades")
@@ -69,17 +73,25 @@ def atomic_write_json(path: Path, obj: dict) -> None:
     atomic_write_bytes(path, json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
 
 
-def write_table(run_dir: Path, name: str, rows: list[dict]) -> None:
-    """(Re)write one parquet table atomically from its rows so far."""
-    if name not in TABLES:
-        raise ValueError(f"unknown table {name!r}; valid: {list(TABLES)}")
+def write_table(run_dir: Path, name: str, rows: list[dict], keys: dict | None = None) -> None:
+    """(Re)write one parquet table atomically from its rows so far, with the run keys as columns."""
+    frame = pd.DataFrame(rows)
+    if keys:
+        frame = frame.assign(**keys)[[*keys, *frame.columns]] if len(frame) else pd.DataFrame(columns=[*keys])
+    if len(frame):
+        schema.check_columns(name, frame.columns, str(run_dir))
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), schema.METADATA_KEY: str(schema.SCHEMA_VERSION).encode()})
     tmp = run_dir / f".{name}.parquet.tmp-{os.getpid()}"
-    pd.DataFrame(rows).to_parquet(tmp, index=False)
+    pq.write_table(table, tmp)
     os.replace(tmp, run_dir / f"{name}.parquet")
 
 
 def read_table(run_dir: Path, name: str) -> pd.DataFrame:
-    return pd.read_parquet(Path(run_dir) / f"{name}.parquet")
+    path = Path(run_dir) / f"{name}.parquet"
+    table = pq.read_table(path)
+    schema.check_version(table.schema.metadata, str(path))
+    return table.to_pandas()
 
 
 def read_run_json(run_dir: Path) -> dict:
@@ -121,31 +133,71 @@ def code_version() -> dict:
     return {"commit": commit.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
 
 
-RUN_KEYS = ("arm", "horizon", "seed", "config_hash")
+RUN_KEYS = schema.RUN_KEYS
+
+
+def run_keys(cfg: Config) -> dict:
+    return {"arm": cfg.arm, "horizon": cfg.horizon.tokens, "seed": cfg.seed, "config_hash": config_hash(cfg)}
+
+
+def finished_run_dirs(root) -> list[Path]:
+    """Run folders under a sweep root (fixed depth profile/arm/run) that have their DONE marker."""
+    return sorted(p.parent for p in Path(root).glob(f"*/*/*/{DONE_MARKER}"))
 
 
 def run_infos(root, finished_only: bool = True) -> list[dict]:
     """The run.json of every run folder under `root` (finished ones only by default)."""
-    paths = sorted(Path(root).rglob(RUN_JSON))
+    paths = [d / RUN_JSON for d in finished_run_dirs(root)] if finished_only else sorted(Path(root).glob(f"*/*/*/{RUN_JSON}"))
     # run_dir is where the folder is now (it may have been moved since it was written)
-    return [{**json.loads(p.read_text()), "run_dir": str(p.parent)} for p in paths
-            if not finished_only or is_finished(p.parent)]
+    return [{**json.loads(p.read_text()), "run_dir": str(p.parent)} for p in paths]
 
 
 def collect(root, finished_only: bool = True) -> dict[str, pd.DataFrame]:
-    """Every run's tables under `root`, concatenated, with the run keys as leading columns.
+    """Every run's tables under `root`, concatenated (one pyarrow dataset scan per table).
 
-    Returns {"runs": one row per run (run.json, flattened), "steps", "rollouts", "grades"}.
+    Returns {"runs": one row per run (run.json, flattened), "steps", "rollouts", "pairs", "grades"}.
     """
-    runs, tables = run_infos(root, finished_only), {name: [] for name in TABLES}
-    for info in runs:
-        run_dir = Path(info["run_dir"])
-        keys = {k: info.get(k) for k in RUN_KEYS}
-        for name in TABLES:
-            if (run_dir / f"{name}.parquet").is_file():
-                frame = read_table(run_dir, name)
-                tables[name].append(frame.assign(**keys)[[*RUN_KEYS, *frame.columns]])
-    out = {"runs": pd.json_normalize(runs) if runs else pd.DataFrame(columns=list(RUN_KEYS))}
-    for name, frames in tables.items():
-        out[name] = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(RUN_KEYS))
+    infos = run_infos(root, finished_only)
+    out = {"runs": pd.json_normalize(infos) if infos else pd.DataFrame(columns=list(RUN_KEYS))}
+    for name in TABLES:
+        files = [str(Path(i["run_dir"]) / f"{name}.parquet") for i in infos]
+        files = [f for f in files if os.path.exists(f)]
+        if not files:
+            out[name] = pd.DataFrame(columns=list(RUN_KEYS))
+            continue
+        schemas = [pq.read_schema(f) for f in files]
+        for f, s in zip(files, schemas):
+            schema.check_version(s.metadata, f)
+        dataset = pads.dataset(files, schema=pa.unify_schemas([s.remove_metadata() for s in schemas]), format="parquet")
+        out[name] = dataset.to_table().to_pandas()
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m rlvr_sweep.results collect ROOT --out FILE`: one parquet file per table."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m rlvr_sweep.results")
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("collect", help="gather every finished run's tables under ROOT")
+    c.add_argument("root")
+    c.add_argument("--out", required=True, help="output prefix: writes OUT.<table>.parquet")
+    c.add_argument("--all", action="store_true", help="include unfinished runs")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if not Path(args.root).is_dir():
+        print(f"no such folder: {args.root}", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    tables = collect(args.root, finished_only=not args.all)
+    for name, frame in tables.items():
+        path = Path(f"{args.out}.{name}.parquet")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_parquet(path, index=False)
+        print(f"{name}: {len(frame)} rows -> {path}")
+    print(f"collected {len(tables['runs'])} runs in {time.perf_counter() - started:.2f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

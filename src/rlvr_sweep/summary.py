@@ -15,6 +15,8 @@ from hydra.experimental.callback import Callback
 from rlvr_sweep import results
 
 POINTER = "run_dir.txt"
+JOB_ERROR = "job_error.txt"  # a job that failed, written next to the pointer
+SKIPPED = "skipped"  # marker: the job found its run already finished
 
 
 def accuracy_frame(infos: list[dict]) -> pd.DataFrame:
@@ -34,7 +36,7 @@ def accuracy_frame(infos: list[dict]) -> pd.DataFrame:
 
 
 def format_summary(infos: list[dict]) -> str:
-    header = f"{'arm':<16} {'seed':>5} {'horizon':>7} {'status':<9} {'benchmark':<12} {'base':>6} {'trained':>7} {'delta':>7} {'wall_s':>7}"
+    header = f"{'arm':<18} {'hash':<8} {'seed':>5} {'horizon':>7} {'status':<9} {'benchmark':<12} {'base':>6} {'trained':>7} {'delta':>7} {'wall_s':>7}"
     lines = [header]
     for info in infos:
         acc = info.get("accuracy", {})
@@ -43,7 +45,7 @@ def format_summary(infos: list[dict]) -> str:
             base, trained = acc.get("base", {}).get(name), acc.get("trained", {}).get(name)
             delta = trained - base if base is not None and trained is not None else None
             lines.append(
-                f"{info.get('arm', '?'):<16} {info.get('seed', '?'):>5} {info.get('horizon', '?'):>7} "
+                f"{info.get('arm', '?'):<18} {info.get('config_hash', '-'):<8} {info.get('seed', '?'):>5} {info.get('horizon', '?'):>7} "
                 f"{('skipped' if info.get('skipped') else info.get('status', '?')):<9} {name:<12} "
                 f"{_pct(base):>6} {_pct(trained):>7} {_pct(delta, signed=True):>7} {info.get('wall_seconds', float('nan')):>7.1f}"
             )
@@ -61,10 +63,17 @@ def sweep_infos(sweep_dir: Path) -> list[dict]:
     infos = []
     for pointer in sorted(Path(sweep_dir).glob(f"*/{POINTER}"), key=lambda p: _job_number(p.parent.name)):
         run_dir = Path(pointer.read_text().strip())
+        error = pointer.parent / JOB_ERROR
         try:
-            infos.append(results.read_run_json(run_dir))
+            info = results.read_run_json(run_dir)
         except (OSError, ValueError):
-            infos.append({"run_dir": str(run_dir), "status": "no run.json"})
+            info = {"run_dir": str(run_dir), "status": "failed" if error.is_file() else "no run.json"}
+        if (pointer.parent / SKIPPED).is_file():
+            info["skipped"] = True
+        if error.is_file():
+            info.setdefault("error", error.read_text().splitlines()[0])
+            info["status"] = "failed"
+        infos.append(info)
     return infos
 
 
@@ -75,6 +84,15 @@ def _job_number(name: str) -> int:
 class SweepSummaryCallback(Callback):
     def on_multirun_end(self, config, **kwargs) -> None:
         infos = sweep_infos(Path(config.hydra.sweep.dir))
-        if infos:
-            print("\nSweep summary (greedy accuracy, %):\n" + format_summary(infos), flush=True)
+        if not infos:
+            return
+        print("\nSweep summary (greedy accuracy, %):\n" + format_summary(infos), flush=True)
+        status = [("skipped" if i.get("skipped") else i.get("status", "?")) for i in infos]
+        counts = {s: status.count(s) for s in sorted(set(status))}
+        print("runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()), flush=True)
+        for info in infos:
+            if info.get("status") == "failed":
+                print(f"  failed: {info.get('run_dir')}: {info.get('error', '?')}", flush=True)
+        if counts.get("failed"):
+            raise SystemExit(1)  # a sweep with failed runs exits non-zero
 

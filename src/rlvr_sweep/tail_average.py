@@ -34,3 +34,9 @@ class TailAverage:
         with torch.no_grad():
             for m, p in zip(self.mean, params):
                 p.copy_(m.to(p.dtype))
+
+    def state(self) -> dict:
+        return {"mean": self.mean, "count": self.count}
+
+    def load_state(self, state: dict) -> None:
+        self.mean, self.count = state["mean"], state["count"]

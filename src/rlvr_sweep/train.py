@@ -14,7 +14,7 @@ import traceback
 
 import torch
 
-from rlvr_sweep import data, grading, results
+from rlvr_sweep import checkpoint, data, grading, results
 from rlvr_sweep.config import Config, scaled_length
 from rlvr_sweep.estimators import get_estimator
 from rlvr_sweep.graders import get_grader
@@ -39,21 +39,27 @@ def run(cfg: Config) -> dict:
         log.info("skipping finished run %s", run_dir)
         return {**results.read_run_json(run_dir), "skipped": True}
     _check_choices(cfg)
+    if cfg.train.num_threads:
+        torch.set_num_threads(cfg.train.num_threads)
     policy = load_policy(cfg.model)  # fails fast, before anything is written
     train_rows = data.training_rows(cfg.data)
     eval_sets = {b: data.benchmark_rows(b, cfg.data, cfg.eval.limit) for b in cfg.eval.benchmarks}
-    moved = results.prepare_run_dir(cfg, run_dir)
-    if moved:
-        log.warning("moved the unfinished run folder aside to %s and started over", moved)
+    resume = checkpoint.load(run_dir, results.config_hash(cfg)) if run_dir.exists() else None
+    if resume is None:
+        moved = results.prepare_run_dir(cfg, run_dir)
+        if moved:
+            log.warning("moved the unfinished run folder (no checkpoint) aside to %s and started over", moved)
     info = {
         "status": "running", "arm": cfg.arm, "seed": cfg.seed, "horizon": cfg.horizon.tokens,
         "profile": cfg.profile.name, "config_hash": results.config_hash(cfg), "run_dir": str(run_dir.resolve()),
         "model_source": policy.source, "started_at": time.time(), "code": results.code_version(),
     }
+    if resume:
+        info["resumed_from_step"] = resume["progress"]["step"]
     results.atomic_write_json(run_dir / results.RUN_JSON, info)
     log.info("run %s -> %s", cfg.arm, run_dir)
     try:
-        info.update(_train_and_evaluate(cfg, policy, train_rows, eval_sets, run_dir))
+        info.update(_train_and_evaluate(cfg, policy, train_rows, eval_sets, run_dir, resume))
         info["status"] = "finished"
     except BaseException as err:
         info.update(status="failed", error=repr(err), traceback=traceback.format_exc())
@@ -63,57 +69,80 @@ def run(cfg: Config) -> dict:
         info["wall_seconds"] = info["finished_at"] - info["started_at"]
         results.atomic_write_json(run_dir / results.RUN_JSON, info)
     results.mark_done(run_dir)
+    checkpoint.remove(run_dir)
     _log_summary(info)
     return info
 
 
-def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir) -> dict:
+def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, resume: dict | None) -> dict:
     grader_before = grading.stats()
     grading.warm_up()  # start the sympy worker now, not inside the first timed step
     torch.manual_seed(cfg.seed)
+    t = cfg.train
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    optimizer = make_adamw(params, t.lr, t.betas, t.adam_eps, t.weight_decay)
     generator = torch.Generator(device=policy.device).manual_seed(cfg.seed)
+    tail = TailAverage(params, *t.tail_average) if t.tail_average else None
+    progress = {"config_hash": results.config_hash(cfg), "step": 0, "active_count": 0, "base_done": False,
+                "steps": [], "rollouts": [], "pairs": [], "grades": [], "accuracy": {}}
+    if resume:
+        progress = checkpoint.restore(resume, model=policy.model, optimizer=optimizer, generator=generator, tail=tail)
+        log.info("resuming from step %d", progress["step"])
     lengths = _scaled_lengths(cfg)
-    horizon, gate = lengths["horizon"], lengths["gate"]
     eval_tokens = scaled_length(cfg.eval.max_new_tokens, cfg.profile.length_scale)
     grade = get_grader(cfg.grader.name)
-    grades: list[dict] = []
-    accuracy: dict = {}
+    keys = results.run_keys(cfg)
 
     def read_out(phase: str) -> None:
         for name, rows in eval_sets.items():
             graded = evaluate_greedy(policy, rows, benchmark=name, phase=phase, max_new_tokens=eval_tokens,
                                      batch_size=cfg.eval.batch_size, grade=grade)
-            grades.extend(graded)
-            accuracy.setdefault(phase, {}).update(_accuracy_by_source(name, graded))
-        results.write_table(run_dir, "grades", grades)
+            progress["grades"].extend(graded)
+            progress["accuracy"].setdefault(phase, {}).update(_accuracy_by_source(name, graded))
+        results.write_table(run_dir, "grades", progress["grades"], keys)
 
-    if cfg.eval.before:
+    def save() -> None:
+        checkpoint.save(run_dir, model=policy.model, optimizer=optimizer, generator=generator, tail=tail,
+                        progress=progress)
+
+    if cfg.eval.before and not progress["base_done"]:
         read_out("base")
-    steps = _train(cfg, policy, train_rows, generator, lengths, grade, run_dir)
+        progress["base_done"] = True
+        save()
+    _train(cfg, policy, params, optimizer, train_rows, generator, tail, lengths, grade, run_dir, progress, save, keys)
+    if tail:
+        tail.load_into(params)
     if cfg.eval.after:
         read_out("trained")
     return {
-        "horizon_tokens": horizon, "gate_chars": gate, "eval_max_new_tokens": eval_tokens, "lengths": lengths, "accuracy": accuracy,
-        "totals": _totals(steps),
+        "horizon_tokens": lengths["horizon"], "gate_chars": lengths["gate"], "eval_max_new_tokens": eval_tokens,
+        "lengths": lengths, "accuracy": progress["accuracy"], "totals": _totals(progress["steps"]),
+        "tail_average_steps": tail.count if tail else None,
         "grader": {k: v - grader_before.get(k, 0) for k, v in grading.stats().items()},  # this run's timeouts etc.
     }
 
 
-def _train(cfg: Config, policy, train_rows, generator, lengths: dict, grade, run_dir):
-    """The loop: one question per step; an optimizer update every `accumulate_questions` steps."""
+def _train(cfg: Config, policy, params, optimizer, train_rows, generator, tail, lengths: dict, grade, run_dir,
+           progress: dict, save, keys: dict) -> None:
+    """The loop: one question per step; an optimizer update every `accumulate_questions` steps.
+    `progress` holds the counters and ledger rows; it is checkpointed between updates."""
     model, tok = policy.model, policy.tokenizer
-    params = [p for p in model.parameters() if p.requires_grad]
     t, sc, est = cfg.train, cfg.sampler, cfg.estimator
-    optimizer = make_adamw(params, t.lr, t.betas, t.adam_eps, t.weight_decay)
     sampling = ModelPolicy(policy, temperature=sc.temperature, top_p=sc.top_p, generator=generator)
-    tail = TailAverage(params, *t.tail_average) if t.tail_average else None
-    steps, rollouts, pairs, pending = [], [], [], []
-    active_count, step = 0, 0
-    while step < (t.max_steps if t.active_steps else t.steps) and not (t.active_steps and active_count >= t.active_steps):
+    steps, rollouts, pairs = progress["steps"], progress["rollouts"], progress["pairs"]
+    pending = []
+
+    def more() -> bool:
+        if t.active_steps:
+            return progress["step"] < t.max_steps and progress["active_count"] < t.active_steps
+        return progress["step"] < t.steps
+
+    while more():
+        step = progress["step"]
         started = time.perf_counter()
         row = train_rows[step % len(train_rows)]
         prompt = encode_prompts(tok, [row["problem"]])[0]
-        warmup = sc.name != "flat" and active_count < sc.bifurcate_after_active
+        warmup = sc.name != "flat" and progress["active_count"] < sc.bifurcate_after_active
         group = draw_group("flat" if warmup else sc.name, sampling, prompt, lengths, sc)
         if warmup:
             group = group.with_category("flat_warmup")
@@ -121,11 +150,10 @@ def _train(cfg: Config, policy, train_rows, generator, lengths: dict, grade, run
         scored = score_group(group, lambda ids: tok.decode(ids, skip_special_tokens=False), row["answer"],
                              gate_chars=lengths["gate"], grade=grade, estimator=est.name, std=est.std, eps=est.eps,
                              beta=est.beta, alpha=est.alpha, zero_mass=est.zero_cont_token_mass)
-        active_count += scored.active
+        progress["active_count"] += scored.active
         pending.append((prompt, scored))
-        update_done = len(pending) == t.accumulate_questions
         outcome, loss, bwd = None, float("nan"), (0, 0)
-        if update_done:
+        if len(pending) == t.accumulate_questions:
             model.train()
             outcome, loss, bwd = _update(cfg, model, params, optimizer, pending, policy)
             pending = []
@@ -138,13 +166,11 @@ def _train(cfg: Config, policy, train_rows, generator, lengths: dict, grade, run
         log.info("step %d q=%s reward %.3f %s %s gen %d tok %.0f tok/s %.2fs", step + 1, row["id"],
                  float(scored.rewards.mean()), "active" if scored.active else "homog",
                  outcome.action if outcome else "accumulating", group.gen_tokens, group.gen_tokens / seconds, seconds)
-        step += 1
-        if step % t.write_every == 0:
-            _write_ledger(run_dir, steps, rollouts, pairs)
-    _write_ledger(run_dir, steps, rollouts, pairs)
-    if tail:
-        tail.load_into(params)
-    return steps
+        progress["step"] = step + 1
+        if progress["step"] % t.write_every == 0 or not more():
+            _write_ledger(run_dir, steps, rollouts, pairs, keys)
+        if not pending and (progress["step"] % t.checkpoint_every == 0 or not more()):
+            save()
 
 
 def draw_group(name: str, sampling, prompt: list[int], lengths: dict, sc):
@@ -162,6 +188,8 @@ def _update(cfg: Config, model, params, optimizer, pending, policy):
     def accumulate() -> None:
         summed = [torch.zeros_like(p) for p in params] if t.unit_question_grad else None
         for prompt, scored in pending:
+            if not scored.active and cfg.optimizer_step.name != "full_backward":
+                continue  # all-zero advantages: only full_backward pays for that backward
             if summed is not None:
                 for p in params:
                     p.grad = None
@@ -211,10 +239,10 @@ def _rollout_rows(step, row, scored) -> list[dict]:
                                                  scored.correct.flatten().tolist(), scored.texts))]
 
 
-def _write_ledger(run_dir, steps, rollouts, pairs) -> None:
-    results.write_table(run_dir, "steps", steps)
-    results.write_table(run_dir, "rollouts", rollouts)
-    results.write_table(run_dir, "pairs", pairs)
+def _write_ledger(run_dir, steps, rollouts, pairs, keys) -> None:
+    results.write_table(run_dir, "steps", steps, keys)
+    results.write_table(run_dir, "rollouts", rollouts, keys)
+    results.write_table(run_dir, "pairs", pairs, keys)
 
 
 def _scaled_lengths(cfg: Config) -> dict:
