@@ -1,5 +1,6 @@
 """The command line as users type it, and every arm composing with Hydra's compose API."""
 
+import json
 import os
 import subprocess
 import sys
@@ -71,17 +72,44 @@ def run_cli(args: list[str], cwd: Path, env_extra: dict | None = None, timeout: 
 
 
 def test_design_card_line_verbatim_is_accepted(tmp_path):
-    """`+arm=ra_flat horizon=1024 -m seed=42,101,7` (paper profile): Hydra accepts the line and
-    launches three jobs; with no weights on this machine the first one stops at model loading
+    """`+arm=ra_flat horizon=1024 -m seed=42,101,7` (paper profile): the line parses into three jobs;
+    with no weights on this machine the preflight stops the sweep before launching any of them,
     with the message that says how to point it at a local copy."""
     proc = run_cli(["+arm=ra_flat", "horizon=1024", "-m", "seed=42,101,7"], cwd=tmp_path)
     out = proc.stdout + proc.stderr
-    assert "Launching 3 jobs locally" in out, out[-3000:]
-    assert "+arm=ra_flat horizon='1024' seed=42" in out
-    assert "unrecognized arguments" not in out and "must be a string" not in out
-    assert proc.returncode != 0
+    assert "unrecognized arguments" not in out and "must be a string" not in out, out[-3000:]
+    assert "job 1 of 3 (+arm=ra_flat horizon='1024' seed=42)" in out, out[-3000:]
+    assert proc.returncode == 2
     assert "model.path=" in out and "Qwen/Qwen3-0.6B-Base" in out
-    assert not (tmp_path / "outputs" / "runs").exists()  # nothing written before the model loads
+    assert "Launching" not in out  # nothing was launched
+    assert not (tmp_path / "outputs" / "runs").exists()
+
+
+def test_sweep_preflight_names_conflicting_settings_before_launch(tmp_path):
+    proc = run_cli(["profile=smoke", "estimator=tree_mean", "-m", "seed=1,2"], cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "Launching" not in out
+    assert "estimator=tree_mean" in out and "sampler=flat" in out
+
+
+def test_sweep_preflight_names_a_missing_data_file_before_launch(tmp_path):
+    proc = run_cli(["profile=smoke", "eval.benchmarks=[math500]", f"data.root={tmp_path}/nowhere", "-m", "seed=1,2"],
+                   cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "Launching" not in out
+    assert "job 1 of 2" in out and "math500.jsonl" in out and "data.root" in out
+
+
+def test_sweep_with_a_failed_run_goes_on_and_exits_non_zero(tmp_path):
+    """Both runs die on a bad setting inside training; the second still runs after the first failed,
+    each records its traceback, and the summary counts them."""
+    proc = run_cli(["+arm=ra_flat", "profile=smoke", "train.steps=2", "eval=none", "run.out_root=runs",
+                    "train.tail_average=[0,1]", "-m", "seed=1,2"], cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "runs: 2 failed" in out and "tail_average" in out
+    info = json.loads(next((tmp_path / "runs").rglob("run.json")).read_text())
+    assert info["status"] == "failed" and "Traceback" in info["traceback"]
 
 
 def test_unknown_arm_lists_the_valid_ones(tmp_path):

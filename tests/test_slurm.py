@@ -286,3 +286,15 @@ def test_launcher_presets_come_from_our_config_tree():
     assert launcher_cfg([])._target_.endswith("BasicLauncher")
     site = launcher_cfg(["hydra/launcher=submitit_slurm", "+hydra.launcher.additional_parameters.mail-type=END"])
     assert site.additional_parameters == {"mail-type": "END"}
+
+
+# --- (c) a submission error shows the scheduler's own message ------------------------------------
+
+def test_submission_error_shows_the_schedulers_message(tmp_path):
+    require_controller()
+    cmd = [*launch_cmd(tmp_path, ["+arm=ra_flat", *SMOKE, "-m", "seed=42"]), "hydra.launcher.partition=no_such_partition"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "invalid partition specified" in out.lower() or "no_such_partition" in out, out[-3000:]
+    assert "sbatch" in out.lower(), out[-3000:]

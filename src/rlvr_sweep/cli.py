@@ -82,4 +82,18 @@ def main() -> None:
                             category=UserWarning)
     register_configs()
     sys.argv = normalize_argv(sys.argv)
+    if any(a in MULTIRUN_FLAGS for a in sys.argv[1:2]) and not any(a.startswith("--") for a in sys.argv[2:]):
+        _preflight(sys.argv[2:])
     _hydra_entry()
+
+
+def _preflight(overrides: list[str]) -> None:
+    """Check every job of a sweep before Hydra launches (or submits) any of them."""
+    from rlvr_sweep.preflight import PreflightError, check_sweep
+
+    try:
+        count = check_sweep(str(CONF_DIR), overrides)
+    except PreflightError as err:
+        print(f"Sweep not launched: {err}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    print(f"Preflight: checked {count} job(s)", flush=True)

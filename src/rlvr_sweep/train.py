@@ -38,7 +38,7 @@ def run(cfg: Config) -> dict:
     if results.is_finished(run_dir):
         log.info("skipping finished run %s", run_dir)
         return {**results.read_run_json(run_dir), "skipped": True}
-    _check_choices(cfg)
+    check_choices(cfg)
     if cfg.train.num_threads:
         torch.set_num_threads(cfg.train.num_threads)
     policy = load_policy(cfg.model)  # fails fast, before anything is written
@@ -275,7 +275,7 @@ def _totals(steps: list[dict]) -> dict:
     return totals
 
 
-def _check_choices(cfg: Config) -> None:
+def check_choices(cfg: Config) -> None:
     """Unknown names and settings that cannot go together fail before anything runs."""
     sampler, estimator, recipe = cfg.sampler.name, cfg.estimator.name, cfg.train.loss_recipe
     if sampler not in SAMPLERS:
