@@ -153,7 +153,7 @@ def _check_rollouts(frame: pd.DataFrame, gate_known: bool, gate: int | None,
         if _as_float(stored_correct) != ungated:
             diffs["correct"] = {"stored": stored_correct, "recomputed": ungated}
         if gate_known:
-            gated = ungated if gate is None else reward(text, gold, gate)
+            gated = ungated if not isinstance(text, str) or grading.passes_gate(text, gate) else 0.0  # no second grade
             stored_reward = _value(row["reward"])
             if _as_float(stored_reward) != gated:
                 diffs["reward"] = {"stored": stored_reward, "recomputed": gated}
