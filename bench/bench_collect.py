@@ -1,4 +1,4 @@
-"""Collate time of `rlvr_sweep.results.collect` on a synthetic sweep store.
+"""Collate time of `rlvr_sweep.store.collect` on a synthetic sweep store.
 
 Writes N run folders (default 1000) shaped like real smoke runs: each has 50 steps, 400 rollouts,
 200 pairs and 400 grades rows, a run.json and a DONE marker; then times `collect(root)`.
@@ -14,7 +14,7 @@ import shutil
 import time
 from pathlib import Path
 
-from rlvr_sweep import results
+from rlvr_sweep import store as results
 
 
 def fake_run(root: Path, i: int, n_steps: int) -> None:
@@ -32,7 +32,7 @@ def fake_run(root: Path, i: int, n_steps: int) -> None:
     pairs = [{"step": s, "k": k, "category": "flat", "tau": 0, "pl0": 0, "pl1": 0, "l0": 50, "l1": 50, "r0": 1.0,
               "r1": 0.0, "stage1_leaf_tokens": 100, "stage2_generated": 0} for s in range(n_steps) for k in range(4)]
     grades = [{"phase": ph, "benchmark": "toy_heldout", "source": "toy_heldout", "item_id": f"t{j}", "length": 40,
-               "finished": True, "capped": False, "has_box": True, "all_cap": False, "inc_trunc": False,
+               "finished": True, "capped": False, "has_box": True, "capped_unboxed": False, "inc_trunc": False,
                "extracted": "7", "gold": "7", "correct": True, "response": "y" * 80}
               for ph in ("base", "trained") for j in range(200)]
     for name, rows in (("steps", steps), ("rollouts", rollouts), ("pairs", pairs), ("grades", grades)):

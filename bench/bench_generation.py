@@ -1,4 +1,4 @@
-"""Benchmark ``rlvr_sweep.generation.generate`` against ``model.generate`` (Hugging Face).
+"""Benchmark ``rlvr_sweep.rollout.generate`` against ``model.generate`` (Hugging Face).
 
 Both decode the same left-padded batch with sampling (temperature 0.8, top_p 0.9 by default) and never
 stop early (our side: an EOS id that cannot be produced; HF side: ``min_new_tokens == max_new_tokens``),
@@ -17,7 +17,7 @@ import time
 import torch
 from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-from rlvr_sweep.generation import generate
+from rlvr_sweep.rollout import generate
 
 
 def build_model(args) -> torch.nn.Module:

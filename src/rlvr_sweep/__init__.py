@@ -1,3 +1,19 @@
-"""rlvr_sweep: run, compare and trust many GRPO variants ("arms") across seeds."""
+"""rlvr_sweep: run, compare and trust many GRPO variants ("arms") across seeds.
+
+The subpackages are the pipeline's stages; each imports only the stages above it in this list:
+
+    config      typed configuration (one dataclass per Hydra group)
+    data        problems, gold answers, splits, the toy task, the prompt template
+    policy      model + tokenizer loading, the shipped tiny checkpoint
+    rollout     decoding engine and samplers (flat, stopped tree, root restart, midpoint)
+    reward      verifier and derivation gate
+    credit      GRPO and tree advantages
+    update      loss and optimizer step
+    store       run folders and parquet tables
+    evaluation  read-outs of a policy on benchmarks
+    run         one run: read out, train, read out
+    sweep       command line, pre-launch checks, sweep summary
+    verify      recomputation of stored results (reads tables, never the trainer)
+"""
 
 __version__ = "0.1.0"

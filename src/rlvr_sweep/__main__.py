@@ -1,6 +1,6 @@
 """`python -m rlvr_sweep [+arm=NAME] [group=option ...] [-m key=a,b]`: train and evaluate one run per job."""
 
-from rlvr_sweep.cli import main
+from rlvr_sweep.sweep.cli import main
 
 if __name__ == "__main__":
     main()

@@ -131,6 +131,10 @@ class RunConfig:
 @dataclass
 class Config:
     arm: str = "custom"
+    # The paper arm this preset reproduces, per horizon in paper tokens: `stopped_tree` is Arm 5 at
+    # 512 and Arm 12 at 1024 ({512: "5", 1024: "12"}); Table 3 ablations give their names. A label,
+    # not part of the run's identity; `paper_arm(cfg)` reads it.
+    paper_arms: dict[int, str] = field(default_factory=dict)
     seed: int = 42
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -144,6 +148,11 @@ class Config:
     profile: ProfileConfig = field(default_factory=ProfileConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     run: RunConfig = field(default_factory=RunConfig)
+
+
+def paper_arm(cfg: Config) -> str:
+    """The paper arm a run reproduces ("1".."19" or a Table 3 ablation name); "" when none."""
+    return cfg.paper_arms.get(cfg.horizon.tokens, "")
 
 
 def scaled_length(paper_length: int, length_scale: float) -> int:

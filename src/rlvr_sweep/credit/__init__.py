@@ -1,0 +1,19 @@
+"""Credit stage: pure functions from rewards (and tree structure) to advantages (paper §1, §4.3).
+
+`grpo_advantages` is leaf-level GRPO, (R - mean) / (std + 1e-4); the tree estimators (`tree_mean`
+with beta and alpha, `clamped_prefix`) credit a pair's shared prefix and its continuations
+separately, as a `TreeCredit` of per-leaf prefix and continuation advantages; `token_advantages`
+spreads them over completion tokens. No config and no model enters here.
+"""
+
+from rlvr_sweep.credit.grpo import ESTIMATORS, STD_KINDS, get_estimator, grpo_advantages, is_homogeneous
+from rlvr_sweep.credit.tree import (
+    TREE_ESTIMATORS, TreeCredit, clamped_prefix_advantages, get_tree_estimator, per_leaf_prefix, token_advantages,
+    tree_mean_advantages, tree_mean_credit, zero_cont_token_mass,
+)
+
+__all__ = [
+    "ESTIMATORS", "STD_KINDS", "TREE_ESTIMATORS", "TreeCredit", "clamped_prefix_advantages", "get_estimator",
+    "get_tree_estimator", "grpo_advantages", "is_homogeneous", "per_leaf_prefix", "token_advantages",
+    "tree_mean_advantages", "tree_mean_credit", "zero_cont_token_mass",
+]

@@ -1,0 +1,73 @@
+"""Problems and gold answers: MATH training rows, benchmark files, and the embedded toy task.
+
+Every row handed to training or evaluation is a dict with at least `id`, `problem` and `answer`
+(strings). JSONL files live under `data.root` (README: where each file comes from); a missing or
+malformed file fails with the file, the line and what is wrong.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlvr_sweep.config import DataConfig
+from rlvr_sweep.data import toy_arith
+from rlvr_sweep.data.jsonl import DataError, read_jsonl
+from rlvr_sweep.data.splits import SPLIT_NAMES
+
+# benchmark name -> (JSONL file, rows kept); see data_file for where each file is looked up
+BENCHMARK_FILES = {
+    "math500": ("math500.jsonl", None),
+    "math_val210": ("math_val210.jsonl", None),
+    "gsm8k200": ("gsm8k_test.jsonl", 200),
+    "amc23": ("amc23.jsonl", None),
+}
+COMBINED_BENCHMARKS = {"ext240": ("gsm8k200", "amc23")}  # GSM8K-200 followed by AMC23-40
+TOY_BENCHMARKS = ("toy_heldout",)
+
+
+def data_file(name: str, cfg: DataConfig) -> Path:
+    """Where a data file lives: the built splits (math_val210, math_train_stratified,
+    math_train_zpd; `python -m rlvr_sweep.data build-splits --out DIR`) in `data.splits_dir`
+    (default `<data.root>/splits`), every other file in `data.root`."""
+    if Path(name).stem in SPLIT_NAMES:
+        return Path(cfg.splits_dir or Path(cfg.root) / "splits") / name
+    return Path(cfg.root) / name
+
+
+def read_data_file(name: str, cfg: DataConfig) -> list[dict]:
+    path = data_file(name, cfg)
+    if path.parent != Path(cfg.root) and not path.is_file():
+        raise DataError(f"split file not found: {path}; build the splits with "
+                        f"`python -m rlvr_sweep.data build-splits --out {path.parent} --seed 0` or set data.splits_dir")
+    return read_jsonl(path)
+
+
+def training_rows(cfg: DataConfig) -> list[dict]:
+    """The ordered training rows; step s uses row s % len(rows)."""
+    if cfg.name == "toy_arith":
+        rows = toy_arith.load_split("train", cfg.toy_train_size, seed=cfg.toy_seed)
+    elif cfg.train_file:
+        rows = read_data_file(cfg.train_file, cfg)
+    else:
+        raise DataError(f"data {cfg.name!r} names no data.train_file")
+    return rows[: cfg.limit] if cfg.limit is not None else rows
+
+
+def benchmark_names() -> list[str]:
+    return sorted([*BENCHMARK_FILES, *COMBINED_BENCHMARKS, *TOY_BENCHMARKS])
+
+
+def benchmark_rows(name: str, cfg: DataConfig, limit: int | None = None) -> list[dict]:
+    """The items of one evaluation benchmark, in file order; each row carries its `source`
+    benchmark (ext240 rows say gsm8k200 or amc23, so results can be split back)."""
+    if name in TOY_BENCHMARKS:
+        rows = toy_arith.load_split("heldout", cfg.toy_heldout_size, seed=cfg.toy_seed)
+    elif name in BENCHMARK_FILES:
+        file, keep = BENCHMARK_FILES[name]
+        rows = read_data_file(file, cfg)[:keep]
+    elif name in COMBINED_BENCHMARKS:
+        return [row for part in COMBINED_BENCHMARKS[name] for row in benchmark_rows(part, cfg)][:limit]
+    else:
+        raise DataError(f"unknown benchmark {name!r}; valid: {benchmark_names()}")
+    rows = [{**row, "source": name} for row in rows]
+    return rows[:limit] if limit is not None else rows

@@ -1,0 +1,20 @@
+"""Reward stage: the verifier and the derivation gate (paper §4.1; baseline spec §3-§5).
+
+`extract_answer` takes the last `\\boxed{...}`; `grade` compares it with the gold answer (normalised
+string match, then sympy equivalence in a bounded worker process); `score_rollouts` turns a group's
+texts into binary rewards, gated (`rfind("\\boxed") >= 30`) or not. `get_grader` picks the baseline
+grader or the optional Math-Verify one.
+"""
+
+from rlvr_sweep.reward.grading import (
+    FALLBACKS, GATE_CHARS, SYMBOLIC_TIMEOUT_S, equality_check, extract_answer, grade, normalize, passes_gate,
+    split_parts, training_reward,
+)
+from rlvr_sweep.reward.graders import DEFAULT_GRADER, GRADERS, get_grader, math_verify_available
+from rlvr_sweep.reward.gate import REWARDS, score_rollouts
+
+__all__ = [
+    "DEFAULT_GRADER", "FALLBACKS", "GATE_CHARS", "GRADERS", "REWARDS", "SYMBOLIC_TIMEOUT_S", "equality_check",
+    "extract_answer", "get_grader", "grade", "math_verify_available", "normalize", "passes_gate",
+    "score_rollouts", "split_parts", "training_reward",
+]

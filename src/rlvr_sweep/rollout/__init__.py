@@ -1,0 +1,22 @@
+"""Rollout stage: the decoding engine and the samplers that draw a question's group (paper §1, §4.2).
+
+`engine.generate` decodes many prompts at once under the rollout kernel (temperature, top-p) or
+greedily; a sampler turns one prompt into a `RolloutGroup` of K pairs x B leaves: `flat` (G
+independent rollouts) or a two-stage tree (`stopped_tree`, `root_restart`, `midpoint`). Samplers take
+any object with the `SamplingPolicy` protocol: `ModelPolicy` (a loaded model) or `ScriptedPolicy`
+(a finite policy with exact probabilities, for tests).
+"""
+
+from rlvr_sweep.rollout.engine import Generation, generate, next_token_probs, sample_next_token, top_p_filter
+from rlvr_sweep.rollout.policies import ModelPolicy, SamplingPolicy, ScriptedPolicy, newline_ids
+from rlvr_sweep.rollout.samplers import (
+    CATEGORIES, SAMPLERS, Branch, Leaf, Pair, PairPlan, RolloutGroup, causal_stop, find_midpoint_boundary,
+    flat, get_sampler, midpoint, plan_pair, root_restart, stopped_tree,
+)
+
+__all__ = [
+    "CATEGORIES", "SAMPLERS", "Branch", "Generation", "Leaf", "ModelPolicy", "Pair", "PairPlan", "RolloutGroup",
+    "SamplingPolicy", "ScriptedPolicy", "causal_stop", "find_midpoint_boundary", "flat", "generate",
+    "get_sampler", "midpoint", "newline_ids", "next_token_probs", "plan_pair", "root_restart",
+    "sample_next_token", "stopped_tree", "top_p_filter",
+]

@@ -1,0 +1,171 @@
+"""The small policy protocol the branched samplers use (seed paper §4.2), and two implementations.
+
+A sampler needs only three things from a policy:
+
+- ``eos_id``: the id that ends a completion;
+- ``generate(prompts, max_new_tokens) -> Generation``: one sampled continuation per prompt under the
+  rollout kernel (a prompt may already hold a shared stage-1 prefix), with the token accounting of
+  :class:`rlvr_sweep.rollout.engine.Generation`;
+- ``has_newline(token_id)``: whether the decoded text of that single token contains ``"\\n"`` (the
+  causal stopping time ``tau_causal`` of §4.2 fires on such tokens).
+
+``ModelPolicy`` wraps a loaded Hugging Face model (batched, left-padded, KV-cached decoding).
+``ScriptedPolicy`` is a finite policy with exactly known next-token probabilities, so tests can check
+the samplers' leaf distributions against exact enumeration ("PASS 2" of the paper) without a network.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterable
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from rlvr_sweep.rollout.engine import Generation, generate
+
+__all__ = ["SamplingPolicy", "ModelPolicy", "ScriptedPolicy", "newline_ids"]
+
+
+@runtime_checkable
+class SamplingPolicy(Protocol):
+    eos_id: int
+
+    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> Generation: ...
+
+    def has_newline(self, token_id: int) -> bool: ...
+
+
+def newline_ids(tokenizer) -> frozenset[int]:
+    """Ids whose text, decoded alone, contains a newline (special tokens included, as decoded)."""
+    texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))], skip_special_tokens=False)
+    return frozenset(i for i, text in enumerate(texts) if "\n" in text)
+
+
+class ModelPolicy:
+    """A loaded :class:`rlvr_sweep.policy.Policy` sampled at fixed ``temperature`` / ``top_p``.
+
+    Newline flags are computed once, lazily, by decoding every tokenizer id on its own; ids past the
+    tokenizer (padded embedding rows) never count as newlines.
+    """
+
+    def __init__(self, policy, temperature: float | None, top_p: float | None,
+                 generator: torch.Generator | None = None):
+        self.policy = policy
+        self.temperature = temperature
+        self.top_p = top_p
+        self.generator = generator
+        self._newlines: frozenset[int] | None = None
+
+    @property
+    def eos_id(self) -> int:
+        return self.policy.eos_id
+
+    @property
+    def newline_ids(self) -> frozenset[int]:
+        if self._newlines is None:
+            self._newlines = newline_ids(self.policy.tokenizer)
+        return self._newlines
+
+    def has_newline(self, token_id: int) -> bool:
+        return token_id in self.newline_ids
+
+    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> Generation:
+        return generate(
+            self.policy.model, prompts, max_new_tokens=max_new_tokens, eos_id=self.policy.eos_id,
+            pad_id=self.policy.pad_id, temperature=self.temperature, top_p=self.top_p,
+            generator=self.generator,
+        )
+
+
+DistFn = Callable[[tuple[int, ...]], dict[int, float]]
+
+
+class ScriptedPolicy:
+    """A finite policy: ``dist_fn(prefix)`` is the exact next-token distribution after ``prefix``.
+
+    ``prefix`` is prompt-relative: ``generate`` drops the first ``prompt_len`` tokens of each prompt
+    (the question) and passes what follows (a stage-1 prefix, if any) plus the tokens generated so
+    far. Draws come from one seeded ``random.Random``, so a run is reproducible. ``calls`` records the
+    batch size of every ``generate`` call (the samplers promise one call per stage).
+
+    Example: immediate EOS with probability 1/2, else ``7`` then EOS::
+
+        ScriptedPolicy(lambda pre: {0: .5, 7: .5} if not pre else {0: 1.0}, eos_id=0, newline_ids=(),
+                       seed=0)
+    """
+
+    def __init__(self, dist_fn: DistFn, eos_id: int, newline_ids: Iterable[int], seed: int,
+                 prompt_len: int = 1):
+        self.dist_fn = dist_fn
+        self.eos_id = eos_id
+        self.newline_ids = frozenset(newline_ids)
+        self.prompt_len = prompt_len
+        self.rng = random.Random(seed)
+        self.calls: list[int] = []
+
+    def has_newline(self, token_id: int) -> bool:
+        return token_id in self.newline_ids
+
+    def _draw(self, prefix: tuple[int, ...]) -> int:
+        dist = self.dist_fn(prefix)
+        u = self.rng.random() * math.fsum(dist.values())  # tolerate dists that sum to 1 +- rounding
+        cum = 0.0
+        last = None
+        for token, p in dist.items():
+            if p <= 0:
+                continue
+            cum += p
+            last = token
+            if u < cum:
+                return token
+        if last is None:
+            raise ValueError(f"dist_fn gave no positive probability after prefix {prefix}")
+        return last  # u landed in the rounding gap at the top
+
+    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> Generation:
+        self.calls.append(len(prompts))
+        if not prompts:
+            return Generation([], [], [], None, 0, 0, 0, 0)
+        if any(len(p) < max(self.prompt_len, 1) for p in prompts):
+            raise ValueError(f"every prompt needs at least max(prompt_len={self.prompt_len}, 1) tokens")
+        tokens: list[list[int]] = []
+        finished: list[bool] = []
+        for prompt in prompts:
+            context = list(prompt[self.prompt_len:])
+            out: list[int] = []
+            while len(out) < max_new_tokens:
+                token = self._draw(tuple(context + out))
+                out.append(token)
+                if token == self.eos_id:
+                    break
+            tokens.append(out)
+            finished.append(bool(out) and out[-1] == self.eos_id)
+        lengths = [len(t) for t in tokens]
+        # Same accounting as the batched decoder: rows step together until the longest is done.
+        return Generation(
+            tokens=tokens, lengths=lengths, finished=finished, margins=None,
+            prefill_tokens=sum(len(p) for p in prompts),
+            padded_prefill_tokens=len(prompts) * max(len(p) for p in prompts),
+            generated_tokens=sum(lengths), untrimmed_steps=len(prompts) * max(lengths, default=0),
+        )
+
+    def sequence_prob(self, tokens, cap: int | None = None, given: int = 0) -> float:
+        """Probability of ``tokens`` (prompt-relative) under the kernel capped at ``cap`` tokens.
+
+        The product of step probabilities ``p(tokens[t] | tokens[:t])`` for ``t >= given`` (so
+        ``given > 0`` conditions on the first ``given`` tokens). It stops at EOS or at ``cap``: any token
+        after an EOS or past the cap makes the sequence impossible (0.0). For a complete leaf (ends with
+        EOS, or has exactly ``cap`` tokens) this is its probability; otherwise it is the probability
+        that a draw starts with ``tokens``.
+        """
+        tokens = tuple(tokens)
+        if cap is not None and len(tokens) > cap:
+            return 0.0
+        if self.eos_id in tokens[:-1]:
+            return 0.0
+        prob = 1.0
+        for t in range(given, len(tokens)):
+            prob *= self.dist_fn(tokens[:t]).get(tokens[t], 0.0)
+        return prob

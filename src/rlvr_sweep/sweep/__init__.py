@@ -1,0 +1,6 @@
+"""Sweep stage: the command line, the pre-launch check of every job, and the closing summary.
+
+`python -m rlvr_sweep` is Hydra's entrypoint made to accept the design card's line as typed
+(`cli`); before a multirun launches or submits anything, `preflight` composes and checks every job;
+`summary` prints base vs trained accuracy per run when the sweep ends (non-zero exit on failures).
+"""

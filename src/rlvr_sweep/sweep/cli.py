@@ -1,0 +1,99 @@
+"""Command line of `python -m rlvr_sweep`: Hydra, made to accept the line as a user types it.
+
+Stock Hydra 1.3 rejects the design card's call `+arm=stopped_tree horizon=1024 -m seed=42,101,7`
+twice: argparse stops at overrides placed after `-m`, and `horizon=1024` reaches a config-group
+override as an int. `normalize_overrides` fixes both before Hydra parses the line: `-m` /
+`--multirun` may stand anywhere, and a bare-number choice of a numerically named group is quoted
+(`horizon=1024` -> `horizon='1024'`, `horizon=512,1024` -> `horizon='512','1024'`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import traceback
+import warnings
+from pathlib import Path
+
+import hydra
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from rlvr_sweep.config import Config, register_configs
+
+log = logging.getLogger(__name__)
+CONF_DIR = Path(__file__).resolve().parents[3] / "conf"  # the repository's config tree (editable install)
+MULTIRUN_FLAGS = ("-m", "--multirun")
+NUMERIC_GROUPS = ("horizon",)  # config groups whose options are named by numbers
+_NUMERIC_CHOICE = re.compile(r"^(?P<key>[~+]{0,2}(?:%s))=(?P<value>\d+(?:,\d+)*)$" % "|".join(NUMERIC_GROUPS))
+
+
+def normalize_overrides(overrides: list[str]) -> list[str]:
+    """Quote bare-number choices of numerically named groups so Hydra reads them as option names."""
+    fixed = []
+    for item in overrides:
+        match = _NUMERIC_CHOICE.match(item)
+        if match:
+            quoted = ",".join(f"'{v}'" for v in match["value"].split(","))
+            item = f"{match['key']}={quoted}"
+        fixed.append(item)
+    return fixed
+
+
+def normalize_argv(argv: list[str]) -> list[str]:
+    """Move a multirun flag found anywhere to the front, then normalize the overrides."""
+    program, args = argv[0], argv[1:]
+    multirun = [a for a in args if a in MULTIRUN_FLAGS]
+    rest = [a for a in args if a not in MULTIRUN_FLAGS]
+    return [program, *multirun[:1], *normalize_overrides(rest)]
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+def _hydra_entry(raw) -> dict:
+    from hydra.core.hydra_config import HydraConfig
+
+    from rlvr_sweep.run import run  # heavy imports (torch, transformers) only when a job runs
+    from rlvr_sweep.store import run_dir_for
+    from rlvr_sweep.sweep.summary import JOB_ERROR, POINTER, SKIPPED, format_summary
+
+    cfg: Config = OmegaConf.to_object(raw)
+    job_dir = Path(HydraConfig.get().runtime.output_dir)
+    (job_dir / POINTER).write_text(str(run_dir_for(cfg).resolve()))
+    single = HydraConfig.get().mode == RunMode.RUN
+    try:
+        info = run(cfg)
+    except Exception as err:  # in a sweep, one failed run must not stop the others
+        if single:
+            raise
+        log.exception("run failed; the sweep goes on")
+        (job_dir / JOB_ERROR).write_text(f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
+        return {"status": "failed", "error": repr(err)}
+    if info.get("skipped"):
+        (job_dir / SKIPPED).touch()
+    if single:
+        print("\nRun summary (greedy accuracy, %):\n" + format_summary([info]), flush=True)
+    return info
+
+
+def main() -> None:
+    # our launcher presets extend the submitit plugin's schema-backed configs of the same name
+    warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/submitit_(slurm|local)' is validated against ConfigStore schema",
+                            category=UserWarning)
+    register_configs()
+    sys.argv = normalize_argv(sys.argv)
+    if any(a in MULTIRUN_FLAGS for a in sys.argv[1:2]) and not any(a.startswith("--") for a in sys.argv[2:]):
+        _preflight(sys.argv[2:])
+    _hydra_entry()
+
+
+def _preflight(overrides: list[str]) -> None:
+    """Check every job of a sweep before Hydra launches (or submits) any of them."""
+    from rlvr_sweep.sweep.preflight import PreflightError, check_sweep
+
+    try:
+        count = check_sweep(str(CONF_DIR), overrides)
+    except PreflightError as err:
+        print(f"Sweep not launched: {err}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    print(f"Preflight: checked {count} job(s)", flush=True)

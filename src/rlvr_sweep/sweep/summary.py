@@ -1,0 +1,99 @@
+"""The printed summary of a run or sweep: base vs trained accuracy per run.
+
+Each Hydra job leaves a `run_dir.txt` pointer in its Hydra output folder; at the end of a
+multirun the callback reads the pointed-to `run.json` files (so it works for any launcher whose
+jobs share the file system) and prints one line per run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from hydra.experimental.callback import Callback
+
+from rlvr_sweep import store
+
+POINTER = "run_dir.txt"
+JOB_ERROR = "job_error.txt"  # a job that failed, written next to the pointer
+SKIPPED = "skipped"  # marker: the job found its run already finished
+
+
+def accuracy_frame(infos: list[dict]) -> pd.DataFrame:
+    """One row per run and benchmark: base and trained greedy accuracy and their difference."""
+    rows = []
+    for info in infos:
+        acc = info.get("accuracy", {})
+        for name in sorted({n for by_name in acc.values() for n in by_name}):
+            base, trained = acc.get("base", {}).get(name), acc.get("trained", {}).get(name)
+            rows.append({
+                "arm": info.get("arm"), "paper_arm": info.get("paper_arm"), "seed": info.get("seed"),
+                "horizon": info.get("horizon"), "benchmark": name,
+                "base": base, "trained": trained,
+                "delta": trained - base if base is not None and trained is not None else None,
+                "wall_seconds": info.get("wall_seconds"),
+            })
+    return pd.DataFrame(rows, columns=["arm", "paper_arm", "seed", "horizon", "benchmark", "base", "trained", "delta", "wall_seconds"])
+
+
+def format_summary(infos: list[dict]) -> str:
+    header = f"{'arm':<18} {'paper':<6} {'hash':<8} {'seed':>5} {'horizon':>7} {'status':<9} {'benchmark':<12} {'base':>6} {'trained':>7} {'delta':>7} {'wall_s':>7}"
+    lines = [header]
+    for info in infos:
+        acc = info.get("accuracy", {})
+        names = sorted({n for by_name in acc.values() for n in by_name}) or ["-"]
+        for name in names:
+            base, trained = acc.get("base", {}).get(name), acc.get("trained", {}).get(name)
+            delta = trained - base if base is not None and trained is not None else None
+            lines.append(
+                f"{info.get('arm', '?'):<18} {info.get('paper_arm') or '-':<6} {info.get('config_hash', '-'):<8} {info.get('seed', '?'):>5} {info.get('horizon', '?'):>7} "
+                f"{('skipped' if info.get('skipped') else info.get('status', '?')):<9} {name:<12} "
+                f"{_pct(base):>6} {_pct(trained):>7} {_pct(delta, signed=True):>7} {info.get('wall_seconds', float('nan')):>7.1f}"
+            )
+    return "\n".join(lines)
+
+
+def _pct(value, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}"
+
+
+def sweep_infos(sweep_dir: Path) -> list[dict]:
+    """run.json of every job of a sweep, in job order (a job that wrote nothing is reported as such)."""
+    infos = []
+    for pointer in sorted(Path(sweep_dir).glob(f"*/{POINTER}"), key=lambda p: _job_number(p.parent.name)):
+        run_dir = Path(pointer.read_text().strip())
+        error = pointer.parent / JOB_ERROR
+        try:
+            info = store.read_run_json(run_dir)
+        except (OSError, ValueError):
+            info = {"run_dir": str(run_dir), "status": "failed" if error.is_file() else "no run.json"}
+        if (pointer.parent / SKIPPED).is_file():
+            info["skipped"] = True
+        if error.is_file():
+            info.setdefault("error", error.read_text().splitlines()[0])
+            info["status"] = "failed"
+        infos.append(info)
+    return infos
+
+
+def _job_number(name: str) -> int:
+    return int(name) if name.isdigit() else 1 << 30
+
+
+class SweepSummaryCallback(Callback):
+    def on_multirun_end(self, config, **kwargs) -> None:
+        infos = sweep_infos(Path(config.hydra.sweep.dir))
+        if not infos:
+            return
+        print("\nSweep summary (greedy accuracy, %):\n" + format_summary(infos), flush=True)
+        status = [("skipped" if i.get("skipped") else i.get("status", "?")) for i in infos]
+        counts = {s: status.count(s) for s in sorted(set(status))}
+        print("runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()), flush=True)
+        for info in infos:
+            if info.get("status") == "failed":
+                print(f"  failed: {info.get('run_dir')}: {info.get('error', '?')}", flush=True)
+        if counts.get("failed"):
+            raise SystemExit(1)  # a sweep with failed runs exits non-zero
+

@@ -1,0 +1,101 @@
+"""What one training question contributes: rollouts, rewards, per-token credit, ledger rows.
+
+The sampler draws a K x B `RolloutGroup` (flat: K*B independent leaves; trees: paper §4.2), the
+reward scores every leaf, and the estimator turns rewards into per-token advantages: leaf GRPO
+puts one advantage on every token; tree estimators credit the shared prefix and the continuation
+separately (paper §4.3). `backward` then accumulates this question's policy-gradient loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rlvr_sweep.credit import (
+    TreeCredit, get_estimator, get_tree_estimator, is_homogeneous, token_advantages, zero_cont_token_mass,
+)
+from rlvr_sweep.reward import score_rollouts
+from rlvr_sweep.rollout import RolloutGroup
+from rlvr_sweep.update.losses import pack_sequences, policy_loss, token_logprobs
+
+
+@dataclass
+class ScoredGroup:
+    group: RolloutGroup
+    texts: list[str]  # one per leaf, (k, b) order, EOS kept
+    rewards: torch.Tensor  # (K, B) possibly gated
+    correct: torch.Tensor  # (K, B) ungated correctness
+    credit: TreeCredit  # per-leaf prefix / continuation advantages, (K, B) each
+    active: bool  # rewards not all equal
+
+    @property
+    def leaves(self):
+        return self.group.leaves()
+
+
+def score_group(group: RolloutGroup, decode, gold: str, *, gate_chars, grade, estimator: str, std: str,
+                eps: float, beta: float, alpha: float, zero_mass: bool) -> ScoredGroup:
+    """Rewards and credit of one drawn group."""
+    leaves = group.leaves()
+    texts = [decode(leaf.tokens) for leaf in leaves]
+    rewards, correct = score_rollouts(texts, gold, gate_chars, grade)
+    shape = (len(group.pairs), len(leaves) // len(group.pairs))
+    r = torch.tensor(rewards).view(shape)
+    if estimator == "grpo":  # leaf credit on every token: prefix and continuation alike
+        adv = get_estimator("grpo")(r.flatten(), eps=eps, std=std).view(shape)
+        credit = TreeCredit(prefix=adv.clone(), cont=adv)
+    else:
+        shared = torch.tensor([pair.tau > 0 for pair in group.pairs])
+        credit = get_tree_estimator(estimator)(r, shared, beta=beta, alpha=alpha, eps=eps, std=std)
+    if zero_mass:
+        pl = torch.tensor([leaf.prefix_len for leaf in leaves]).view(shape)
+        lengths = torch.tensor([len(leaf.tokens) for leaf in leaves]).view(shape)
+        credit = zero_cont_token_mass(credit, pl, lengths)
+    return ScoredGroup(group, texts, r, torch.tensor(correct).view(shape), credit, not is_homogeneous(r.flatten()))
+
+
+def backward(model, prompt: list[int], scored: ScoredGroup, *, pad_id: int, recipe: str, micro_batch: int | None,
+             device) -> tuple[float, int, int]:
+    """Accumulate d(loss)/d(theta) of one question into `.grad`. Returns (loss, bwd_out, bwd_full) tokens."""
+    leaves = scored.leaves
+    n = len(leaves)
+    pl = torch.tensor([leaf.prefix_len for leaf in leaves])
+    lengths = torch.tensor([len(leaf.tokens) for leaf in leaves])
+    width = int(lengths.max())
+    token_adv = token_advantages(scored.credit, pl, lengths, width)  # (N, width): completion token j of leaf i
+    per_sequence = recipe == "sum_then_scale"
+    if per_sequence and not torch.equal(scored.credit.prefix, scored.credit.cont):
+        raise ValueError("loss recipe sum_then_scale needs one advantage per sequence; tree credit needs scale_then_sum")
+    start = len(prompt) - 1  # completion token j is predicted at position len(prompt) + j - 1
+    total = 0.0
+    chunk = micro_batch or n
+    for lo in range(0, n, chunk):
+        part = leaves[lo : lo + chunk]
+        ids, attn, cmask = pack_sequences([prompt] * len(part), [leaf.tokens for leaf in part], pad_id)
+        logps = token_logprobs(model, ids.to(device), attn.to(device), start)  # (n, L - 1 - start)
+        mask = cmask[:, start:].to(device)
+        if per_sequence:
+            adv = scored.credit.cont.flatten()[lo : lo + chunk]  # (n,)
+        else:
+            adv = token_adv[lo : lo + chunk, : logps.shape[1]]  # the chunk's own width
+        loss = policy_loss(logps, mask, adv, recipe, n)
+        loss.backward()
+        total += float(loss.detach())
+    out_tokens = int(lengths.sum())
+    return total, out_tokens, out_tokens + len(prompt) * n
+
+
+def ledger_rows(step: int, scored: ScoredGroup) -> list[dict]:
+    """One row per pair: prefix lengths, leaf lengths, rewards, category and token counts."""
+    rows = []
+    for pair, r, c in zip(scored.group.pairs, scored.rewards.tolist(), scored.correct.tolist()):
+        l0, l1 = (len(leaf.tokens) for leaf in pair.leaves)
+        rows.append({
+            "step": step, "k": pair.k, "category": pair.category, "tau": pair.tau,
+            "pl0": pair.leaves[0].prefix_len, "pl1": pair.leaves[1].prefix_len, "l0": l0, "l1": l1,
+            "r0": r[0], "r1": r[1], "correct0": c[0], "correct1": c[1],
+            "finished0": pair.leaves[0].finished, "finished1": pair.leaves[1].finished,
+            "stage1_leaf_tokens": pair.stage1_leaf_tokens, "stage2_generated": pair.stage2_generated,
+        })
+    return rows

@@ -1,0 +1,124 @@
+"""Check stored grades against the verifier, and compare graders.
+
+`python -m rlvr_sweep.verify regrade OUTPUT_DIR [--all]`
+    Every run folder under OUTPUT_DIR (one with a `run.json`; finished runs only, i.e. with the
+    `DONE` marker, unless --all). grades.parquet: each stored eval response is re-extracted with
+    `extract_answer(response)` (default fallback) and re-graded with `grade(extracted, gold)`;
+    both are compared with the stored `extracted` and `correct`. rollouts.parquet: with its `gold`
+    column, `training_reward(text, gold)` (ungated) is compared with the stored `correct` and
+    `training_reward(text, gold, gate_chars)` with run.json's `gate_chars` (the gate actually
+    used; null = none) with the stored `reward`. A table without a `gold` column, a missing table,
+    rows without a gold and a run.json without `gate_chars` (unfinished run) are reported as not
+    checked. One row is one item; it agrees when every recomputed field equals the stored one.
+    Grader: by default each run's own, `grader.name` in its config.yaml (`baseline` when absent):
+    for `baseline` the calls are exactly the ones above; for another grader `grade` is that grader
+    and the rollout reward is the same §5 formula with it (`extract_answer(text, fallback=None)`
+    non-empty and graded equal; gated: also `passes_gate`). `--grader NAME` forces one grader.
+    Prints per run and in total: items checked, agreements, agreement %, and every disagreement.
+    Exit 0: everything checked agrees; 1: any disagreement; 2: bad input (missing folder, no run
+    found, unreadable run.json or table, missing column), with a message on stderr.
+
+`python -m rlvr_sweep.verify compare [--data-root DIR] [--benchmarks math500,gsm8k,amc23,math_train]`
+    For each gold answer of the benchmark files (DIR defaults to $RLVR_SWEEP_DATA, else `data`):
+    the four checks of `GOLD_CHECKS`, i.e. each grader on gold vs itself, and each grader on gold
+    vs the *other* verifier's normal form of it (graders.py defines both normal forms: baseline =
+    `grading.normalize(gold)`, math_verify = `str()` of Math-Verify's parsed value of `$gold$`).
+    A check that returns False is a disagreement; prints the counts per benchmark and check, and
+    the first `--show` (20) disagreeing items per benchmark with their total.
+
+`python -m rlvr_sweep.verify compare-run OUTPUT_DIR [--all]`
+    Re-extracts every stored eval response (default fallback) and grades the same extracted answer
+    with both graders; prints per run and phase/benchmark the accuracy under each, and the items
+    where they disagree (first `--show` per run, with the total).
+
+compare/compare-run need math-verify (`pip install math-verify`); without it they exit 2. They
+are implemented in `rlvr_sweep.verify.compare` (with the run-folder reading), regrade in
+`rlvr_sweep.verify.regrade`; both are re-exported by `rlvr_sweep.verify`.
+The functions `find_runs`, `regrade_run`, `regrade`, `compare_golds`, `compare`, `compare_run`
+return plain dicts for tests and notebooks and raise `BadInput` where the CLI exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rlvr_sweep.reward import graders
+from rlvr_sweep.verify.compare import (
+    COMPARE_FILES, DEFAULT_SHOW, BadInput, _label, compare, compare_run, find_runs, format_compare,
+    format_compare_run,
+)
+from rlvr_sweep.verify.regrade import FROM_RUN, _fmt_pct, _total, format_run, regrade_run
+
+EXIT_OK, EXIT_DISAGREE, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _print(lines) -> None:
+    for line in lines:
+        print(line, flush=True)
+
+
+# ---------------------------------------------------------------- command line
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m rlvr_sweep.verify", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("regrade", help="recompute stored grades and rewards; exit 1 on disagreement")
+    p.add_argument("output_dir", help="one run folder or a sweep root")
+    p.add_argument("--all", action="store_true", help="include unfinished runs (no DONE marker)")
+    p.add_argument("--grader", default=FROM_RUN, choices=[FROM_RUN, *graders.GRADERS],
+                   help="grader to regrade with (default: each run's configured grader.name)")
+    p = sub.add_parser("compare", help="baseline vs math_verify on the benchmarks' gold answers")
+    p.add_argument("--data-root", default=None,
+                   help="folder of the JSONL files (default: $RLVR_SWEEP_DATA, else data)")
+    p.add_argument("--benchmarks", default=",".join(COMPARE_FILES),
+                   help=f"comma-separated, from {','.join(COMPARE_FILES)}")
+    p.add_argument("--limit", type=int, default=None, help="first N golds of each benchmark")
+    p.add_argument("--show", type=int, default=DEFAULT_SHOW,
+                   help="disagreeing items listed per benchmark (0 = all)")
+    p = sub.add_parser("compare-run", help="baseline vs math_verify on runs' stored eval responses")
+    p.add_argument("output_dir", help="one run folder or a sweep root")
+    p.add_argument("--all", action="store_true", help="include unfinished runs (no DONE marker)")
+    p.add_argument("--show", type=int, default=DEFAULT_SHOW,
+                   help="disagreeing items listed per run (0 = all)")
+    return parser
+
+
+def _run_regrade(args) -> int:
+    root = Path(args.output_dir)
+    results = []
+    for run_dir in find_runs(root, finished_only=not args.all):
+        results.append(regrade_run(run_dir, _label(run_dir, root), args.grader))
+        _print(format_run(results[-1]))
+    total = _total(root, results)
+    n = len(total["disagreements"])
+    print(f"== total: {len(results)} run(s), {total['checked']} checked, {total['agree']} agree "
+          f"({_fmt_pct(total['agreement_pct'])}), {n} disagreement(s)")
+    if not total["checked"]:
+        print("   note: nothing was checked (see the notes above)")
+    return EXIT_DISAGREE if n else EXIT_OK
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "regrade":
+            return _run_regrade(args)
+        if args.command == "compare":
+            benchmarks = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
+            compare(args.data_root, benchmarks, args.limit, args.show,
+                    echo=lambda name, r: _print(format_compare(name, r)))
+        else:
+            out = compare_run(args.output_dir, finished_only=not args.all, show=args.show,
+                              echo=lambda r: _print(format_compare_run(r)))
+            print(f"== total: {len(out['runs'])} run(s), {out['items']} eval items, graders "
+                  f"disagree on {out['disagreeing']}")
+        return EXIT_OK
+    except (BadInput, ImportError) as err:
+        print(f"verify: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # `... | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+

@@ -1,0 +1,235 @@
+"""PASS 1 of `verify`: every stored grade and rollout reward recomputed from the stored text.
+
+`regrade_run` re-extracts each stored eval response and re-grades it, and recomputes each stored
+rollout's (gated) reward; `regrade` does it for every run under a root. See `rlvr_sweep.verify.cli`
+for the command line and the exact rules.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+from rlvr_sweep.reward import graders, grading
+from rlvr_sweep.store import RUN_JSON, is_finished
+from rlvr_sweep.verify.compare import (
+    GRADES_KEY, BadInput, _fmt_key, _label, _read_run_json, _read_table, _short, _value, find_runs,
+)
+
+CONFIG_YAML = "config.yaml"
+FROM_RUN = "run"  # regrade with the grader each run was configured with
+GRADES_COLUMNS = ("response", "gold", "extracted", "correct")
+ROLLOUTS_COLUMNS = ("text", "correct", "reward")
+ROLLOUTS_KEY = ("step", "index", "question_id")
+
+
+# ---------------------------------------------------------------- run.json and cells
+def _as_float(v) -> float | None:
+    try:
+        return None if v is None or isinstance(v, str) else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _gate(info: dict, run_dir: Path) -> tuple[bool, int | None]:
+    """(known, gate_chars) from run.json."""
+    if "gate_chars" not in info:
+        return False, None
+    gate = info["gate_chars"]
+    if gate is None:
+        return True, None
+    if isinstance(gate, float) and gate.is_integer():
+        gate = int(gate)
+    if isinstance(gate, bool) or not isinstance(gate, int):
+        raise BadInput(f"{run_dir / RUN_JSON}: gate_chars must be an int or null, got {gate!r}")
+    return True, gate
+
+
+# ---------------------------------------------------------------- regrade
+def run_grader(run_dir) -> tuple[str, str | None]:
+    """(grader name, note) from the run's config.yaml `grader.name`; `baseline` when absent."""
+    path = Path(run_dir) / CONFIG_YAML
+    if not path.is_file():
+        return graders.DEFAULT_GRADER, f"no {CONFIG_YAML}: assumed the {graders.DEFAULT_GRADER} grader"
+    try:
+        cfg = OmegaConf.to_container(OmegaConf.load(path))
+    except Exception as err:  # yaml / omegaconf errors
+        raise BadInput(f"cannot read {path}: {type(err).__name__}: {err}") from None
+    grader = cfg.get("grader") if isinstance(cfg, dict) else None
+    name = grader.get("name") if isinstance(grader, dict) else None
+    if name is None:
+        return graders.DEFAULT_GRADER, None  # written before graders were configurable
+    if name not in graders.GRADERS:
+        raise BadInput(f"{path}: unknown grader {name!r}; valid: {sorted(graders.GRADERS)}")
+    return name, None
+
+
+def _reward_fn(grader: str):
+    """(text, gold, gate_chars) -> spec §5 reward with `grader`; `training_reward` for the baseline."""
+    if grader == "baseline":
+        return grading.training_reward
+    grade = graders.get_grader(grader)
+
+    def reward(text, gold, gate_chars=None) -> float:
+        if not isinstance(text, str) or not grading.passes_gate(text, gate_chars):
+            return 0.0
+        pred = grading.extract_answer(text, fallback=None)
+        return 1.0 if pred and grade(pred, gold) else 0.0
+
+    return reward
+
+
+def _check_grades(frame: pd.DataFrame, grade=grading.grade) -> tuple[int, int, list[dict]]:
+    checked, agree, found = 0, 0, []
+    key_columns = [c for c in GRADES_KEY if c in frame.columns]
+    for row in frame.to_dict("records"):
+        response, gold = _value(row["response"]), _value(row["gold"])
+        extracted = grading.extract_answer(response)  # "" for a missing response
+        correct = bool(grade(extracted, gold))
+        stored_extracted, stored_correct = _value(row["extracted"]), _value(row["correct"])
+        diffs = {}
+        if stored_extracted != extracted:
+            diffs["extracted"] = {"stored": stored_extracted, "recomputed": extracted}
+        if stored_correct is None or bool(stored_correct) != correct:
+            diffs["correct"] = {"stored": stored_correct, "recomputed": correct}
+        checked += 1
+        if diffs:
+            found.append({"key": {c: _value(row[c]) for c in key_columns}, "diffs": diffs})
+        else:
+            agree += 1
+    return checked, agree, found
+
+
+def _check_rollouts(frame: pd.DataFrame, gate_known: bool, gate: int | None,
+                    reward=grading.training_reward):
+    checked, agree, no_gold, found = 0, 0, 0, []
+    key_columns = [c for c in ROLLOUTS_KEY if c in frame.columns]
+    for row in frame.to_dict("records"):
+        text, gold = _value(row["text"]), _value(row["gold"])
+        if not isinstance(gold, str):
+            no_gold += 1
+            continue
+        diffs = {}
+        ungated = reward(text, gold)
+        stored_correct = _value(row["correct"])
+        if _as_float(stored_correct) != ungated:
+            diffs["correct"] = {"stored": stored_correct, "recomputed": ungated}
+        if gate_known:
+            gated = ungated if not isinstance(text, str) or grading.passes_gate(text, gate) else 0.0  # no second grade
+            stored_reward = _value(row["reward"])
+            if _as_float(stored_reward) != gated:
+                diffs["reward"] = {"stored": stored_reward, "recomputed": gated}
+        checked += 1
+        if diffs:
+            found.append({"key": {c: _value(row[c]) for c in key_columns}, "diffs": diffs})
+        else:
+            agree += 1
+    return checked, agree, no_gold, found
+
+
+def _table_result(checked: int, agree: int, note: str | None = None) -> dict:
+    return {"checked": checked, "agree": agree, "agreement_pct": _pct(agree, checked), "note": note}
+
+
+def _pct(part: int, whole: int) -> float | None:
+    return 100.0 * part / whole if whole else None
+
+
+def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN) -> dict:
+    """Regrade one run folder's grades.parquet and rollouts.parquet (see module docstring).
+
+    `grader`: "run" (the run's configured grader) or a name in `graders.GRADERS`."""
+    run_dir = Path(run_dir)
+    label = label or str(run_dir)
+    info = _read_run_json(run_dir)
+    gate_known, gate = _gate(info, run_dir)
+    grader_note = None
+    if grader == FROM_RUN:
+        grader, grader_note = run_grader(run_dir)
+    grade, reward = graders.get_grader(grader), _reward_fn(grader)
+    grades = _read_table(run_dir, "grades", GRADES_COLUMNS)
+    rollouts = _read_table(run_dir, "rollouts", ROLLOUTS_COLUMNS)
+    before = grading.stats()
+    tables, notes, disagreements = {}, [], []
+
+    def collect(table: str, found: list[dict]) -> None:
+        disagreements.extend({"run": label, "run_dir": str(run_dir), "table": table, **d}
+                             for d in found)
+
+    if grades is None:
+        tables["grades"] = _table_result(0, 0, "no grades.parquet")
+    else:
+        checked, agree, found = _check_grades(grades, grade)
+        tables["grades"] = _table_result(checked, agree)
+        collect("grades", found)
+    if rollouts is None:
+        tables["rollouts"] = _table_result(0, 0, "no rollouts.parquet")
+    elif "gold" not in rollouts.columns:
+        tables["rollouts"] = _table_result(
+            0, 0, f"not checked: rollouts.parquet has no 'gold' column ({len(rollouts)} rows); "
+                  "rollouts cannot be regraded without it")
+    else:
+        checked, agree, no_gold, found = _check_rollouts(rollouts, gate_known, gate, reward)
+        parts = []
+        if no_gold:
+            parts.append(f"{no_gold} row(s) without a gold not checked")
+        if not gate_known:
+            parts.append(f"{RUN_JSON} has no gate_chars (unfinished run?): reward not checked, "
+                         "only correct")
+        tables["rollouts"] = _table_result(checked, agree, "; ".join(parts) or None)
+        collect("rollouts", found)
+    notes = [f"{name}: {t['note']}" for name, t in tables.items() if t["note"]]
+    if grader_note:
+        notes.append(grader_note)
+    grader_events = {k: v - before.get(k, 0) for k, v in grading.stats().items()
+                     if v - before.get(k, 0) and k != "worker_starts"}
+    if grader_events:
+        notes.append(f"grader events during the regrade (a timeout grades False): {grader_events}")
+    checked = sum(t["checked"] for t in tables.values())
+    agree = sum(t["agree"] for t in tables.values())
+    return {"run": label, "run_dir": str(run_dir), "finished": is_finished(run_dir),
+            "grader": grader, "gate_chars": gate if gate_known else "unknown", "tables": tables,
+            "checked": checked, "agree": agree, "agreement_pct": _pct(agree, checked),
+            "disagreements": disagreements, "notes": notes, "grader_events": grader_events}
+
+
+def _total(path, results: list[dict]) -> dict:
+    checked = sum(r["checked"] for r in results)
+    agree = sum(r["agree"] for r in results)
+    disagreements = [d for r in results for d in r["disagreements"]]
+    return {"path": str(path), "runs": results, "checked": checked, "agree": agree,
+            "agreement_pct": _pct(agree, checked), "disagreements": disagreements,
+            "ok": not disagreements}
+
+
+def regrade(path, finished_only: bool = True, grader: str = FROM_RUN) -> dict:
+    """Regrade every run under `path`. `ok` is True when no disagreement was found."""
+    root = Path(path)
+    return _total(root, [regrade_run(r, _label(r, root), grader)
+                         for r in find_runs(root, finished_only)])
+
+
+# ---------------------------------------------------------------- printing
+
+
+# ---------------------------------------------------------------- printing
+def _fmt_pct(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.2f}%"
+
+
+def format_disagreement(d: dict) -> str:
+    diffs = "; ".join(f"{field} stored={_short(x['stored'])} recomputed={_short(x['recomputed'])}"
+                      for field, x in d["diffs"].items())
+    return f"DISAGREE {d['run']} {d['table']} [{_fmt_key(d['key'])}]: {diffs}"
+
+
+def format_run(r: dict) -> list[str]:
+    state = "finished" if r["finished"] else "unfinished"
+    lines = [f"== {r['run']} ({state}, grader={r['grader']}, gate_chars={r['gate_chars']})"]
+    for name, t in r["tables"].items():
+        lines.append(f"   {name:<9}{t['checked']:>8} checked {t['agree']:>8} agree "
+                     f"{_fmt_pct(t['agreement_pct']):>8}")
+    lines += [f"   note: {n}" for n in r["notes"]]
+    lines += [f"   {format_disagreement(d)}" for d in r["disagreements"]]
+    return lines

@@ -1,0 +1,41 @@
+import math
+
+import pytest
+import torch
+
+from rlvr_sweep.credit.grpo import get_estimator, grpo_advantages, is_homogeneous
+
+
+def rewards(k: int, g: int = 8) -> torch.Tensor:
+    return torch.tensor([1.0] * k + [0.0] * (g - k))
+
+
+@pytest.mark.parametrize(
+    "k, pos, neg",
+    [(1, 2.474, -0.354), (2, 1.620, -0.540), (4, 0.935, -0.935), (7, 0.354, -2.474)],
+)
+def test_grpo_hand_values_g8(k, pos, neg):
+    adv = grpo_advantages(rewards(k))
+    assert adv[:k].tolist() == pytest.approx([pos] * k, abs=1e-3)  # hand values are rounded to 3 places
+    assert adv[k:].tolist() == pytest.approx([neg] * (8 - k), abs=1e-3)
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0])
+def test_homogeneous_group_is_exactly_zero(value):
+    adv = grpo_advantages(torch.full((8,), value))
+    assert adv.tolist() == [0.0] * 8
+    assert not torch.isnan(adv).any()
+    assert is_homogeneous(torch.full((8,), value))
+
+
+def test_population_std_option():
+    adv = grpo_advantages(rewards(1), std="population")
+    # population std of one 1 among eight: sqrt(7/64)
+    assert adv[0].item() == pytest.approx(0.875 / (math.sqrt(7 / 64) + 1e-4), rel=1e-6)
+
+
+def test_unknown_names_list_valid_ones():
+    with pytest.raises(ValueError, match="population"):
+        grpo_advantages(rewards(1), std="bessel")
+    with pytest.raises(ValueError, match="grpo"):
+        get_estimator("tree_sum")

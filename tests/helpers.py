@@ -1,0 +1,28 @@
+"""Helpers shared by the tests: compose a config as the entrypoint does, run the entrypoint."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from rlvr_sweep.config import Config, register_configs
+from rlvr_sweep.sweep.cli import normalize_overrides
+from tests.conftest import CONF_DIR, REPO
+
+
+def compose_cfg(overrides: list[str]) -> Config:
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return OmegaConf.to_object(compose("config", overrides=normalize_overrides(overrides)))
+
+
+def run_cli(args: list[str], cwd: Path, env_extra: dict | None = None, timeout: int = 600):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env_extra or {})}
+    env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "rlvr_sweep", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
