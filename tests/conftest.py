@@ -21,6 +21,16 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture(scope="session")
+def qwen3_tokenizer():
+    """The real Qwen3 tokenizer (newline-bearing tokens such as `.\\n`, EOS 151643)."""
+    if not (QWEN3_TOKENIZER / "vocab.json").is_file():
+        pytest.skip(f"Qwen3 tokenizer not found under {QWEN3_TOKENIZER}")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(QWEN3_TOKENIZER)
+
+
 def make_random_qwen3(seed: int = 0, vocab: int = 64):
     """A randomly initialised float32 Qwen3ForCausalLM small enough for exact CPU tests."""
     from transformers import Qwen3Config, Qwen3ForCausalLM

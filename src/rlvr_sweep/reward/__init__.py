@@ -11,10 +11,10 @@ from rlvr_sweep.reward.grading import (
     split_parts, training_reward,
 )
 from rlvr_sweep.reward.graders import DEFAULT_GRADER, GRADERS, get_grader, math_verify_available
-from rlvr_sweep.reward.gate import REWARDS, score_rollouts
+from rlvr_sweep.reward.gate import REWARDS, first_box_token, score_rollouts
 
 __all__ = [
     "DEFAULT_GRADER", "FALLBACKS", "GATE_CHARS", "GRADERS", "REWARDS", "SYMBOLIC_TIMEOUT_S", "equality_check",
-    "extract_answer", "get_grader", "grade", "math_verify_available", "normalize", "passes_gate",
+    "extract_answer", "first_box_token", "get_grader", "grade", "math_verify_available", "normalize", "passes_gate",
     "score_rollouts", "split_parts", "training_reward",
 ]

@@ -20,3 +20,23 @@ def score_rollouts(texts: list[str], gold: str, gate_chars: int | None, grade=gr
         correct.append(1.0 if pred and grade(pred, gold) else 0.0)
     rewards = [c if grading.passes_gate(text, gate_chars) else 0.0 for c, text in zip(correct, texts)]
     return rewards, correct
+
+
+def first_box_token(tokens: list[int], decode) -> int:
+    """Index of the token in which the first `\\boxed` of `decode(tokens)` starts; -1 if none.
+
+    The paper's `first_box_tok` (§5.4): a box starting at token 510 or 511 can be cut by a 512-token
+    prefix. Found by bisection on the prefix length (the shortest prefix whose text reaches past the
+    box's first character), so it costs about log2(len(tokens)) decodes.
+    """
+    at = decode(tokens).find("\\boxed")
+    if at < 0:
+        return -1
+    lo, hi = 1, len(tokens)  # the shortest prefix that reaches character `at` has length in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if len(decode(tokens[:mid])) > at:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo - 1

@@ -19,13 +19,14 @@ from rlvr_sweep.config import Config, paper_arm, scaled_length
 from rlvr_sweep.credit import get_estimator, get_tree_estimator
 from rlvr_sweep.evaluation import evaluate_greedy
 from rlvr_sweep.policy import load_policy
-from rlvr_sweep.reward import REWARDS, get_grader, grading
+from rlvr_sweep.reward import REWARDS, first_box_token, get_grader, grading
 from rlvr_sweep.rollout import SAMPLERS, ModelPolicy, get_sampler
 from rlvr_sweep.run import checkpoint
 from rlvr_sweep.update import TailAverage, apply_update, ledger_rows, make_adamw, score_group
 from rlvr_sweep.update import backward as question_backward
 
 log = logging.getLogger(__name__)
+AUDIT_PREFIX_TOKENS = 512  # §5.4 gt512_prefix_audit: what the first 512 tokens of a longer rollout hold
 
 
 def run(cfg: Config) -> dict:
@@ -49,6 +50,7 @@ def run(cfg: Config) -> dict:
         "status": "running", "arm": cfg.arm, "paper_arm": paper_arm(cfg), "seed": cfg.seed, "horizon": cfg.horizon.tokens,
         "profile": cfg.profile.name, "config_hash": store.config_hash(cfg), "run_dir": str(run_dir.resolve()),
         "model_source": policy.source, "started_at": time.time(), "code": store.code_version(),
+        "params": sum(p.numel() for p in policy.model.parameters() if p.requires_grad),  # P of the FLOP proxies
     }
     if resume:
         info["resumed_from_step"] = resume["progress"]["step"]
@@ -126,6 +128,7 @@ def _train(cfg: Config, policy, params, optimizer, train_rows, generator, tail, 
     t, sc, est = cfg.train, cfg.sampler, cfg.estimator
     sampling = ModelPolicy(policy, temperature=sc.temperature, top_p=sc.top_p, generator=generator)
     steps, rollouts, pairs = progress["steps"], progress["rollouts"], progress["pairs"]
+    decode = lambda ids: tok.decode(ids, skip_special_tokens=False)  # noqa: E731  (EOS kept, as stored)
     pending = []
     warmup = False
 
@@ -145,7 +148,7 @@ def _train(cfg: Config, policy, params, optimizer, train_rows, generator, tail, 
         if warmup:
             group = group.with_category("flat_warmup")
         group.check_conservation(lengths["horizon"])
-        scored = score_group(group, lambda ids: tok.decode(ids, skip_special_tokens=False), row["answer"],
+        scored = score_group(group, decode, row["answer"],
                              gate_chars=lengths["gate"], grade=grade, estimator=est.name, std=est.std, eps=est.eps,
                              beta=est.beta, alpha=est.alpha, zero_mass=est.zero_cont_token_mass)
         progress["active_count"] += scored.active
@@ -159,7 +162,7 @@ def _train(cfg: Config, policy, params, optimizer, train_rows, generator, tail, 
                 tail.observe(step + 1)
         seconds = time.perf_counter() - started
         steps.append(_step_row(step, row, scored, outcome, loss, bwd, seconds, len(prompt)))
-        rollouts.extend(_rollout_rows(step, row, scored))
+        rollouts.extend(_rollout_rows(step, row, scored, decode, lengths["audit_prefix"]))
         pairs.extend(ledger_rows(step, scored))
         log.info("step %d q=%s reward %.3f %s %s gen %d tok %.0f tok/s %.2fs", step + 1, row["id"],
                  float(scored.rewards.mean()), "active" if scored.active else "homog",
@@ -227,12 +230,17 @@ def _step_row(step, row, scored, outcome, loss, bwd, seconds, prompt_len) -> dic
     }
 
 
-def _rollout_rows(step, row, scored) -> list[dict]:
+def _rollout_rows(step, row, scored, decode, audit_cut: int) -> list[dict]:
+    """One row per rollout. For the paper's >512-token prefix audit (§5.4) each row also keeps where its
+    first `\\boxed` starts and, when it is longer than `audit_cut` tokens, the text of its first
+    `audit_cut` tokens (512 in paper units)."""
     B = scored.rewards.shape[1]
     return [{
         "step": step, "index": i, "k": i // B, "b": i % B, "question_id": row["id"], "gold": row["answer"],
         "prefix_len": leaf.prefix_len, "length": len(leaf.tokens), "reward": float(r), "correct": float(c),
         "finished": leaf.finished, "capped": not leaf.finished, "text": text,
+        "first_box_token": first_box_token(leaf.tokens, decode),
+        "audit_prefix_text": decode(leaf.tokens[:audit_cut]) if len(leaf.tokens) > audit_cut else None,
     } for i, (leaf, r, c, text) in enumerate(zip(scored.leaves, scored.rewards.flatten().tolist(),
                                                  scored.correct.flatten().tolist(), scored.texts))]
 
@@ -252,6 +260,7 @@ def _scaled_lengths(cfg: Config) -> dict:
         "t_min": scaled_length(sc.t_min, scale), "split_tokens": scaled_length(sc.split_tokens, scale),
         "midpoint_min_len": scaled_length(sc.midpoint_min_len, scale),
         "long_eos_len": scaled_length(sc.long_eos_len, scale),
+        "audit_prefix": scaled_length(AUDIT_PREFIX_TOKENS, scale),
     }
 
 

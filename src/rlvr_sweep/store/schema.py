@@ -19,7 +19,7 @@ REQUIRED_COLUMNS = {
               "gen_tokens", "prefill_tokens", "padded_prefill_tokens", "untrimmed_steps", "bwd_out_tokens",
               "bwd_full_tokens", "seconds"),
     "rollouts": (*TABLE_KEYS, "step", "index", "k", "b", "question_id", "gold", "prefix_len", "length", "reward",
-                 "correct", "finished", "capped", "text"),
+                 "correct", "finished", "capped", "text", "first_box_token", "audit_prefix_text"),
     "pairs": (*TABLE_KEYS, "step", "k", "category", "tau", "pl0", "pl1", "l0", "l1", "r0", "r1",
               "stage1_leaf_tokens", "stage2_generated"),
     "grades": (*TABLE_KEYS, "phase", "benchmark", "source", "item_id", "length", "finished", "capped", "has_box",
