@@ -1,4 +1,10 @@
-"""Shared fixtures: paths to the shared benchmark files and a small random Qwen3 model."""
+"""Shared fixtures: paths to the shared benchmark files and a small random Qwen3 model.
+
+Tests that need something outside the repository (a SLURM controller, the benchmark files, the
+real Qwen3 tokenizer) skip with a reason that says how to provide it, unless the environment
+variable RLVR_SWEEP_REQUIRE_<WHAT> is set (SLURM, DATA, TOKENIZER): then they fail instead.
+`.ci/run` sets them, so CI can never skip those tests silently.
+"""
 
 from __future__ import annotations
 
@@ -14,18 +20,32 @@ QWEN3_TOKENIZER = REPO.parent / "shared" / "tokenizers" / "qwen3"
 CONF_DIR = REPO / "conf"
 
 
+def unavailable(what: str, why: str) -> None:
+    """Skip the test (fail it when RLVR_SWEEP_REQUIRE_<WHAT> is set) because `why`."""
+    variable = f"RLVR_SWEEP_REQUIRE_{what}"
+    if os.environ.get(variable, "") not in ("", "0"):
+        pytest.fail(f"{why} ({variable} is set, so this is a failure, not a skip)", pytrace=False)
+    pytest.skip(f"{why} (set {variable}=1 to make this a failure)")
+
+
+def need_data(*names: str) -> Path:
+    missing = [n for n in names or ("math500.jsonl",) if not (SHARED_DATA / n).is_file()]
+    if missing:
+        unavailable("DATA", f"benchmark files {missing} not found under {SHARED_DATA}: put them there "
+                            "(see ../shared/data/README.md) or point RLVR_SWEEP_TEST_DATA at their folder")
+    return SHARED_DATA
+
+
 @pytest.fixture
 def shared_data() -> Path:
-    if not (SHARED_DATA / "math500.jsonl").is_file():
-        pytest.skip(f"benchmark files not found under {SHARED_DATA}")
-    return SHARED_DATA
+    return need_data("math500.jsonl", "math_train.jsonl", "gsm8k_test.jsonl", "amc23.jsonl")
 
 
 @pytest.fixture(scope="session")
 def qwen3_tokenizer():
     """The real Qwen3 tokenizer (newline-bearing tokens such as `.\\n`, EOS 151643)."""
     if not (QWEN3_TOKENIZER / "vocab.json").is_file():
-        pytest.skip(f"Qwen3 tokenizer not found under {QWEN3_TOKENIZER}")
+        unavailable("TOKENIZER", f"the Qwen3 tokenizer (vocab.json, merges.txt) is not under {QWEN3_TOKENIZER}")
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(QWEN3_TOKENIZER)

@@ -8,9 +8,8 @@ import sys
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
-from rlvr_sweep.config import Config, register_configs
+from rlvr_sweep.config import Config, build_config, register_configs
 from rlvr_sweep.sweep.cli import normalize_overrides
 from tests.conftest import CONF_DIR, REPO
 
@@ -18,7 +17,7 @@ from tests.conftest import CONF_DIR, REPO
 def compose_cfg(overrides: list[str]) -> Config:
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return OmegaConf.to_object(compose("config", overrides=normalize_overrides(overrides)))
+        return build_config(compose("config", overrides=normalize_overrides(overrides)))
 
 
 def run_cli(args: list[str], cwd: Path, env_extra: dict | None = None, timeout: int = 600):

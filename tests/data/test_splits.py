@@ -12,16 +12,13 @@ import pytest
 from rlvr_sweep.data import splits as S
 from rlvr_sweep.data import read_jsonl
 
-from tests.conftest import SHARED_DATA
+from tests.conftest import need_data
 
 NAMES = ("math_val210", "math_train_stratified", "math_train_zpd")
 
 
 def _need_data() -> Path:
-    missing = [n for n in ("math_train.jsonl", "math500.jsonl") if not (SHARED_DATA / n).is_file()]
-    if missing:
-        pytest.skip(f"split tests need {missing} under {SHARED_DATA} (set RLVR_SWEEP_TEST_DATA)")
-    return SHARED_DATA
+    return need_data("math_train.jsonl", "math500.jsonl")
 
 
 def _build_cli(out: Path, seed: int, *extra: str) -> int:
@@ -125,7 +122,7 @@ def test_rebuild_is_byte_identical_and_meta_matches(built, tmp_path):
         assert meta["rows"] == e["rows"] == body.count(b"\n")
         assert meta["name"] == e["name"] and meta["seed"] == 0 and meta["rule"]
         for src in ("math_train.jsonl", "math500.jsonl"):
-            assert meta["sources"][src] == hashlib.sha256((SHARED_DATA / src).read_bytes()).hexdigest()
+            assert meta["sources"][src] == hashlib.sha256((_need_data() / src).read_bytes()).hexdigest()
 
 
 def test_other_seed_changes_val210(sources, rows):

@@ -23,8 +23,16 @@ from rlvr_sweep.reward import grading
 from rlvr_sweep.reward.grading import (GATE_CHARS, SYMBOLIC_TIMEOUT_S, equality_check, extract_answer,
                                 grade, normalize, split_parts, training_reward)
 
-BOUND_S = SYMBOLIC_TIMEOUT_S + 3.0
 FAST_TIMEOUT_S = 1.0  # for inputs that are meant to time out
+MARGIN_S = 0.75  # what a call may take beyond its limit: a few statements, on a loaded 2-core machine
+FAST_BOUND_S = FAST_TIMEOUT_S + MARGIN_S
+BOUND_S = SYMBOLIC_TIMEOUT_S + MARGIN_S
+
+
+@pytest.fixture(autouse=True, scope="module")
+def warm_pool():
+    """The bound holds once the pool has started (a run warms it up before its first step)."""
+    assert grading.warm_up()
 
 # §4 "Observed behaviour": (pred, gold, expected)
 SPEC_GRADES = [
@@ -259,28 +267,60 @@ RUNNERS = {"main": lambda fn, *a, **k: fn(*a, **k), "thread": _in_thread, "execu
 def test_hostile_inputs_return_a_bool_in_time(runner, pred, gold, expected):
     result, elapsed = RUNNERS[runner](_timed_grade, pred, gold, timeout_s=FAST_TIMEOUT_S)
     assert result is expected
-    assert elapsed < BOUND_S
+    assert elapsed < FAST_BOUND_S
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_timeout_is_counted_and_worker_restarts(runner):
     before = grading.stats()
     result, elapsed = RUNNERS[runner](_timed_grade, "9^9^9^9", "1", timeout_s=FAST_TIMEOUT_S)
-    after = grading.stats()
-    assert result is False and elapsed < BOUND_S
-    assert after["timeouts"] == before["timeouts"] + 1
-    assert after["worker_restarts"] == before["worker_restarts"] + 1
+    assert result is False and elapsed < FAST_BOUND_S
+    assert grading.stats()["timeouts"] == before["timeouts"] + 1
+    restarted = time.monotonic() + 30  # the replacement starts in the background, off the caller
+    while grading.stats()["worker_restarts"] == before["worker_restarts"] and time.monotonic() < restarted:
+        time.sleep(0.05)
+    assert grading.stats()["worker_restarts"] == before["worker_restarts"] + 1
     result, elapsed = RUNNERS[runner](_timed_grade, "x^2+2x+1", "(x+1)^2")
     assert result is True and elapsed < BOUND_S
 
 
 def test_dead_worker_is_replaced():
     assert grading.warm_up()
-    grading._WORKER.proc.kill()  # stands in for an OOM kill or a crash
-    grading._WORKER.proc.wait()
+    next_child = grading._WORKER._idle[-1]  # the pool hands out its most recently idle child first
+    next_child.proc.kill()  # stands in for an OOM kill or a crash
+    next_child.proc.wait()
+    before = grading.stats()["worker_deaths"]
     assert grade("0.5", "1/3") is False  # the call that finds it dead counts as not equal
-    assert grading.stats()["worker_deaths"] >= 1
-    assert grade("0.5", "1/2") is True
+    assert grading.stats()["worker_deaths"] == before + 1
+    assert grade("0.5", "1/2") is True  # another child answers at once
+
+
+def test_every_call_is_bounded_by_its_own_limit_under_concurrent_hostile_load():
+    """8 threads of hostile and ordinary answers against a pool of fewer workers: every call returns
+    within its limit plus the margin, counted from the moment it was called, including calls that
+    wait for a free worker (they count as timeouts) and calls made while workers restart."""
+    hostile = ["9**9**9", "9^9^9^9", "2**2**2**2**2**2", "(x+1)**100000 - y"]
+    ordinary = [(p, g) for p, g, _ in SPEC_GRADES]
+    calls = [(hostile[i % 4], "1") if i % 3 == 0 else ordinary[i % len(ordinary)] for i in range(8 * 10)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        timed = list(pool.map(lambda c: _timed_grade(*c, timeout_s=FAST_TIMEOUT_S), calls))
+    worst = max(elapsed for _, elapsed in timed)
+    assert worst < FAST_BOUND_S, worst
+    assert all(result is False for (pred, _), (result, _) in zip(calls, timed) if pred in hostile)
+    simultaneous = [("9**9**9", "1")] * 8
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        timed = list(pool.map(lambda c: _timed_grade(*c, timeout_s=FAST_TIMEOUT_S), simultaneous))
+    assert [r for r, _ in timed] == [False] * 8 and max(e for _, e in timed) < FAST_BOUND_S
+
+
+def test_answers_are_values_not_programs():
+    """Names outside sympy's mathematical functions are never run: `isprime(7)` is not True, `len`
+    is not Python's; mathematical functions still evaluate."""
+    assert grade("isprime(7)", "True") is False and grade("isprime(7)", "1") is False
+    assert grade("len((1,2))", "2") is False and grade("sum((1,2))", "3") is False
+    assert grade("isprime(7)+1", "1+isprime(7)") is True  # an undefined function is still an expression
+    assert grade("binomial(5,2)", "10") is True and grade("3!", "6") is True
+    assert grade("abs(-3)", "3") is True and grade("max(2,5)", "5") is True and grade("floor(2.5)", "2") is True
 
 
 def _sympify_payload(target: str) -> str:

@@ -21,7 +21,7 @@ def smoke_cfg(tmp_path, *extra):
 def test_cli_smoke_run_writes_all_result_files_and_skips_when_finished(tmp_path):
     proc = run_cli(["+arm=ra_flat", *SMOKE_2_STEPS, "run.out_root=runs"], cwd=tmp_path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    (run_dir,) = [p for p in (tmp_path / "runs" / "smoke" / "ra_flat").iterdir()]
+    (run_dir,) = [p for p in (tmp_path / "runs" / "smoke" / "ra_flat").iterdir() if not p.name.startswith(".")]
     assert run_dir.name.startswith("h512_s42_")
     for name in ("config.yaml", "steps.parquet", "rollouts.parquet", "grades.parquet", "run.json", "DONE"):
         assert (run_dir / name).is_file(), name

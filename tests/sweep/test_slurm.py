@@ -1,9 +1,9 @@
 """Launching through SLURM, and the launcher and sweep presets.
 
 The SLURM tests run against a real controller: the one-node cluster that
-`launchers/slurm/start_local_cluster.sh` starts (`.ci/run` starts it before the tests). A machine
-where `sinfo` does not answer FAILS these tests, with the daemons' logs in the message; they are
-never skipped. Jobs run as root on this machine, so the tests' folders live under pytest's tmp_path
+`launchers/slurm/start_local_cluster.sh` starts (`.ci/run` starts it before the tests). Where no
+controller answers `sinfo` they skip, saying how to start one; with RLVR_SWEEP_REQUIRE_SLURM=1
+(set by `.ci/run`) they fail instead, with the daemons' logs in the message. Jobs run as root on this machine, so the tests' folders live under pytest's tmp_path
 (on /tmp), which the jobs can read and write.
 """
 
@@ -26,7 +26,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from rlvr_sweep import store as results
 from rlvr_sweep.run import checkpoint
 from rlvr_sweep.config import paper_arm, register_configs
-from tests.conftest import CONF_DIR, REPO
+from tests.conftest import CONF_DIR, REPO, unavailable
 from tests.helpers import compose_cfg
 
 # Our launcher presets carry the plugin's names, so Hydra merges the plugin's dataclass into them
@@ -75,19 +75,18 @@ def slurm(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
 
 
 def require_controller() -> str:
-    """The node of the local cluster's `debug` partition; fails the test (never skips) when SLURM does not answer."""
-    hint = "start it with: launchers/slurm/start_local_cluster.sh (as root; see launchers/README.md)"
+    """The node of the local cluster's `debug` partition. Without a usable controller the test skips,
+    saying how to start one, or fails with the daemons' logs when RLVR_SWEEP_REQUIRE_SLURM=1."""
+    hint = "start one with: launchers/slurm/start_local_cluster.sh (as root; see launchers/README.md)"
     try:
         proc = slurm("sinfo", "-h", "-N", "-p", PARTITION, "-o", "%N %T")
     except (OSError, subprocess.SubprocessError) as err:
-        pytest.fail(f"cannot run sinfo ({err!r}); {hint}\n{daemon_logs()}", pytrace=False)
+        unavailable("SLURM", f"no SLURM controller here (cannot run sinfo: {err!r}); {hint}\n{daemon_logs()}")
     nodes = [line.split() for line in proc.stdout.splitlines() if line.strip()]
     usable = [name for name, state in nodes if re.match(r"(idle|mixed|allocated|completing)", state)]
     if proc.returncode != 0 or not usable:
-        pytest.fail(
-            f"the SLURM controller is not usable: sinfo exit {proc.returncode}, nodes {nodes}\n"
-            f"{proc.stderr.strip()}\n{hint}\n{daemon_logs()}", pytrace=False,
-        )
+        unavailable("SLURM", f"the SLURM controller is not usable: sinfo exit {proc.returncode}, nodes {nodes}, "
+                             f"{proc.stderr.strip()}; {hint}\n{daemon_logs()}")
     return usable[0]
 
 

@@ -1,14 +1,17 @@
-"""A persistent, bounded subprocess for untrusted or unbounded work (sympy, Math-Verify).
+"""A pool of persistent, bounded subprocesses for untrusted or unbounded work (sympy, Math-Verify).
 
-Parent side, `SandboxWorker(module_file, entry, ...)`: one child process started with
+Parent side, `SandboxWorker(module_file, entry, ...)`: up to `size` child processes started with
 `subprocess.Popen` (no `__main__` re-import; works from any thread and in daemonic pool workers).
-The child loads this file and `module_file` by path, so the package `__init__` (and torch) stay
-out of it, and calls `module_file`'s `entry()`, which returns the handler `payload -> result`.
-`request(payload, limit)` sends `[limit, payload]` as JSON over a pipe and waits at most `limit`
-seconds (`Connection.poll`) for the JSON reply; on timeout or death the child is killed and a
-replacement starts in the background, the request returns None and the worker's `stats()` counts
-it. A lock makes each request/reply exchange atomic across threads; after a fork the child process
-forgets the worker (it shares the parent's pipes) and starts its own; at exit the worker is killed.
+A child loads this file and `module_file` by path, so the package `__init__` (and torch) stay out
+of it, and calls `module_file`'s `entry()`, which returns the handler `payload -> result`.
+`request(payload, limit)` fixes its deadline when it is called (`limit` seconds later), takes an
+idle child (waiting for one only until that deadline), sends `[limit, payload]` as JSON over a
+pipe and waits for the JSON reply until the same deadline (`Connection.poll`). So a request returns
+within `limit` plus the time of a few Python statements (measured in `tests/reward`), whatever
+other threads are doing. On timeout or death the request returns None, `stats()` counts it, and a
+background thread kills the child and starts a replacement: no caller waits for a restart, and no
+lock is held across a child's work. After a fork the child process forgets the pool (it shares
+the parent's pipes) and starts its own; at exit the children are killed.
 
 Child side, `serve`: imports (the handler factory) first, then memory/file-size/process rlimits,
 then answers requests one at a time; a handler exception or unserialisable result replies `null`.
@@ -27,6 +30,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import warnings
 import weakref
 from multiprocessing import Pipe
@@ -36,7 +40,9 @@ CHILD_NAME = "_rlvr_sweep_sandbox"  # this module's name in the child
 MEMORY_BYTES = 4 * 2**30
 ORPHAN_GRACE_S = 5.0
 IMPORT_FAILED = "import failed"  # prefix of the child's startup reply when `entry()` raises
-COUNTERS = ("timeouts", "worker_starts", "worker_restarts", "worker_deaths", "start_failures")
+COUNTERS = ("timeouts", "queue_timeouts", "worker_starts", "worker_restarts", "worker_deaths", "start_failures")
+# Children per pool: a grade that finds all of them busy waits, within its own deadline, for one.
+POOL_SIZE = int(os.environ.get("RLVR_SWEEP_GRADER_WORKERS", "4"))
 
 _BOOTSTRAP = (  # loads this file by path; it then loads the domain module by path
     "import sys; sys.dont_write_bytecode = True\n"  # pyc writes would trip RLIMIT_FSIZE
@@ -69,128 +75,207 @@ class Counters:
 
 
 class SandboxWorker:
-    """One child process running `module_file`'s `entry()` handler (see the module docstring).
+    """A pool of `size` child processes running `module_file`'s `entry()` handler (module docstring).
 
-    `unavailable` is the RuntimeWarning text when the child cannot start (`{why}` is filled in).
-    `import_failure`: None to retry a child whose `entry()` raised at the next request (after the
-    warning); else a function `why -> exception` raised now and at every later request.
+    `request` takes an idle child, waiting for one no longer than the request's own deadline, so a
+    caller's wait is bounded by its limit whatever other threads do; a child that misses the deadline
+    or dies is killed and replaced by a background thread, never by the caller. `unavailable` is the
+    RuntimeWarning text when a child cannot start (`{why}` is filled in). `import_failure`: None to
+    retry a child whose `entry()` raised; else a function `why -> exception` raised at every request.
     """
 
-    def __init__(self, module_file: str, entry: str, *, unavailable: str,
+    def __init__(self, module_file: str, entry: str, *, unavailable: str, size: int = POOL_SIZE,
                  startup_timeout_s: float = 60.0, max_reply_bytes: int = 4096,
                  memory_bytes: int = MEMORY_BYTES, import_failure=None):
         self.module_file, self.entry = os.path.abspath(module_file), entry
         self.unavailable, self.import_failure = unavailable, import_failure
-        self.startup_timeout_s, self.max_reply_bytes = startup_timeout_s, max_reply_bytes
+        self.size, self.startup_timeout_s, self.max_reply_bytes = size, startup_timeout_s, max_reply_bytes
         self.memory_bytes = memory_bytes
         self.counters = Counters(COUNTERS)
         self._reset()
         _AFTER_FORK.add(self)
 
     def _reset(self) -> None:
-        self.lock = threading.Lock()
-        self.proc = self.requests = self.replies = None
-        self.ready = False
+        self._changed = threading.Condition(threading.Lock())  # guards the fields below
+        self._idle: list[_Child] = []  # ready children nobody is using
+        self._live = 0  # children idle, busy or starting
+        self._generation = 0  # bumped by shutdown: older children are killed when handed back
+        self._failed_start_at = -1e9
         self.import_error: str | None = None  # set once `entry()` failed with import_failure set
 
     def _after_fork(self) -> None:
-        self._reset()  # the old pipes are closed in this process only, the old child lives on
+        self._reset()  # the old pipes belong to the parent; this process starts its own children
 
     def stats(self) -> dict[str, int]:
         return self.counters.snapshot()
 
     def request(self, payload, limit: float):
-        """The child's JSON reply to `payload` within `limit` s; None on timeout, death, failure."""
-        with self.lock:
-            if not self.ensure_ready():
-                return None
-            try:
-                self.requests.send_bytes(json.dumps([limit, payload]).encode())
-                if self.replies.poll(limit):
-                    return json.loads(self.replies.recv_bytes(self.max_reply_bytes))
-                self.counters.add("timeouts")
-            except (EOFError, OSError, ValueError):
-                self.counters.add("worker_deaths")
-            self.stop()
-            if self.start():  # the replacement does its imports while the caller moves on
-                self.counters.add("worker_restarts")
+        """The JSON reply to `payload` within `limit` s of this call; None on timeout, death, failure.
+        The first call in a process that never warmed the pool up also waits for a child's imports."""
+        if not self._live and not self.warm_up():
             return None
+        deadline = time.monotonic() + limit
+        child = self._take(deadline)
+        if child is None:
+            self.counters.add("timeouts")
+            self.counters.add("queue_timeouts")
+            return None
+        try:
+            child.requests.send_bytes(json.dumps([limit, payload]).encode())
+            if child.replies.poll(max(0.0, deadline - time.monotonic())):
+                reply = json.loads(child.replies.recv_bytes(self.max_reply_bytes))
+                self._give_back(child)
+                return reply
+            self.counters.add("timeouts")
+        except (EOFError, OSError, ValueError):
+            self.counters.add("worker_deaths")
+        self._replace(child)
+        return None
 
     def warm_up(self) -> bool:
-        """Start the child and wait until its imports are done."""
-        with self.lock:
-            return self.ensure_ready()
+        """Start the pool and wait (up to the startup timeout) until a child has done its imports."""
+        deadline = time.monotonic() + self.startup_timeout_s
+        with self._changed:
+            self._fill()
+            while not self._idle and self._live and self.import_error is None:
+                if not self._changed.wait(max(0.0, deadline - time.monotonic())):
+                    break
+            self._raise_import_error()
+            return bool(self._idle)
 
     def shutdown(self) -> None:
-        """Stop the child (a later request starts a new one)."""
-        with self.lock:
-            self.stop()
+        """Stop every child (a later request starts new ones); busy ones stop when handed back."""
+        with self._changed:
+            idle, self._idle = self._idle, []
+            self._live -= len(idle)
+            self._generation += 1
+        for child in idle:
+            child.kill()
 
-    def ensure_ready(self) -> bool:
-        """Caller holds the lock. Start the child if needed and wait for its `ready`."""
+    # ------------------------------------------------------------ pool internals
+    def _take(self, deadline: float):
+        with self._changed:
+            while True:
+                self._raise_import_error()
+                if self._idle:
+                    return self._idle.pop()
+                self._fill()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._changed.wait(remaining)
+
+    def _give_back(self, child) -> None:
+        with self._changed:
+            if child.generation == self._generation:
+                self._idle.append(child)
+                self._changed.notify()
+                return
+            self._live -= 1
+        child.kill()
+
+    def _replace(self, child) -> None:
+        """Kill a child that timed out or died and start another, both off the caller's thread."""
+        with self._changed:
+            self._live -= 1
+            replace = child.generation == self._generation
+            if replace:
+                self._live += 1
+        threading.Thread(target=self._kill_and_start, args=(child, replace), daemon=True).start()
+
+    def _kill_and_start(self, child, replace: bool) -> None:
+        child.kill()
+        if replace:
+            self.counters.add("worker_restarts")
+            self._start_child()
+
+    def _fill(self) -> None:
+        """Caller holds the condition. Start children up to `size` (not sooner than 1 s after a failure)."""
+        if time.monotonic() - self._failed_start_at < 1.0:
+            return
+        while self._live < self.size:
+            self._live += 1
+            threading.Thread(target=self._start_child, daemon=True).start()
+
+    def _raise_import_error(self) -> None:
         if self.import_error is not None:
             raise self.import_failure(self.import_error)
-        if self.proc is None and not self.start():
-            return False
-        if not self.ready:
-            try:
-                answer = (self.replies.recv_bytes(4096) if self.replies.poll(self.startup_timeout_s)
-                          else b"no reply within STARTUP_TIMEOUT_S")
-            except (EOFError, OSError) as exc:
-                answer = repr(exc).encode()
-            self.ready = answer == b"ready"
-            if not self.ready:
-                why = answer.decode(errors="replace")
-                if self.import_failure is not None and why.startswith(IMPORT_FAILED):
-                    self.counters.add("start_failures")  # an installation problem: no retry
-                    self.stop()
-                    self.import_error = why
-                    raise self.import_failure(why)
-                self.fail(why)
-        return self.ready
 
-    def start(self) -> bool:
-        child_requests, self.requests = Pipe(duplex=False)
-        self.replies, child_replies = Pipe(duplex=False)
+    def _start_child(self) -> None:
+        """In a starter thread: start one child and wait for its `ready`; then it joins the idle list."""
+        with self._changed:
+            generation = self._generation
+        child, why = _Child.start(self, generation)
+        with self._changed:
+            if child is not None and generation == self._generation:
+                self._idle.append(child)
+                self._changed.notify_all()
+                return
+            self._live -= 1
+            if child is None:
+                self._failed_start_at = time.monotonic()
+                if self.import_failure is not None and why.startswith(IMPORT_FAILED):
+                    self.import_error = why  # an installation problem: no retry
+            self._changed.notify_all()
+        if child is not None:
+            child.kill()
+        else:
+            self.counters.add("start_failures")
+            warnings.warn(self.unavailable.format(why=why), RuntimeWarning, stacklevel=2)
+
+
+class _Child:
+    """One child process and the two pipes to it."""
+
+    def __init__(self, proc, requests, replies, generation: int):
+        self.proc, self.requests, self.replies, self.generation = proc, requests, replies, generation
+
+    @classmethod
+    def start(cls, pool: SandboxWorker, generation: int):
+        """(child, "") once the child has answered `ready`, else (None, why)."""
+        child_requests, requests = Pipe(duplex=False)
+        replies, child_replies = Pipe(duplex=False)
         fds = (child_requests.fileno(), child_replies.fileno())
-        args = (os.path.abspath(__file__), self.module_file, self.entry, self.memory_bytes, *fds)
+        args = (os.path.abspath(__file__), pool.module_file, pool.entry, pool.memory_bytes, *fds)
         try:
-            self.proc = subprocess.Popen(
+            proc = subprocess.Popen(
                 [sys.executable, "-c", _BOOTSTRAP, *map(str, args)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 pass_fds=fds, start_new_session=True)  # own session: no terminal Ctrl-C
         except (OSError, ValueError) as exc:
-            self.fail(repr(exc))
-            return False
+            requests.close()
+            replies.close()
+            return None, repr(exc)
         finally:
             child_requests.close()
             child_replies.close()
-        self.counters.add("worker_starts")
-        return True
+        pool.counters.add("worker_starts")
+        child = cls(proc, requests, replies, generation)
+        try:
+            answer = (replies.recv_bytes(4096) if replies.poll(pool.startup_timeout_s)
+                      else b"no reply within the startup timeout")
+        except (EOFError, OSError) as exc:
+            answer = repr(exc).encode()
+        if answer == b"ready":
+            return child, ""
+        child.kill()
+        return None, answer.decode(errors="replace")
 
-    def fail(self, why: str) -> None:
-        self.counters.add("start_failures")
-        warnings.warn(self.unavailable.format(why=why), RuntimeWarning, stacklevel=4)
-        self.stop()
-
-    def stop(self) -> None:
+    def kill(self) -> None:
         for conn in (self.requests, self.replies):
-            if conn is not None:
-                conn.close()  # an idle child sees EOF and exits by itself
-        if self.proc is not None:
-            self.proc.kill()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-        self.proc = self.requests = self.replies = None
-        self.ready = False
+            conn.close()  # an idle child sees EOF and exits by itself
+        self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def _stop_all() -> None:
     for worker in list(_AFTER_FORK):
         if isinstance(worker, SandboxWorker):
-            worker.stop()  # no lock: a daemon thread may hold it at exit
+            for child in list(worker._idle):  # no lock: a daemon thread may hold it at exit
+                child.proc.kill()
 
 
 def _renew_after_fork() -> None:

@@ -5,6 +5,6 @@
 run's folder; `checkpoint` makes a killed run resume where it stopped.
 """
 
-from rlvr_sweep.run.train import check_choices, run
+from rlvr_sweep.run.train import run
 
-__all__ = ["check_choices", "run"]
+__all__ = ["run"]

@@ -1,9 +1,14 @@
 """Checkpoints that let a killed run resume where it stopped (preemption, time limit, kill -9).
 
 One file, `checkpoint.pt` in the run folder, replaced atomically every `train.checkpoint_every`
-steps (so there is never more than one to prune): model and AdamW state, the sampling generator's
-and torch's global RNG states, the Polyak tail average, the loop counters and the ledger rows so
-far. Restored on a CPU, a resumed run writes the same ledger as an uninterrupted one.
+steps (written, flushed to disk, then renamed; so there is never more than one to prune): model and
+AdamW state, the sampling generator's and torch's global RNG states, the Polyak tail average, the
+loop counters and the ledger rows so far. Restored on a CPU, a resumed run writes the same ledger as
+an uninterrupted one.
+
+Loading never unpickles arbitrary objects: `torch.load(weights_only=True)` accepts tensors and
+plain data (dicts, lists, numbers, strings) only, so a replaced file cannot run code. A file that
+does not load, or that another config wrote, raises `CheckpointError` naming the file.
 """
 
 from __future__ import annotations
@@ -16,6 +21,10 @@ import torch
 CHECKPOINT = "checkpoint.pt"
 
 
+class CheckpointError(RuntimeError):
+    """The checkpoint cannot be used (unreadable, not plain data, or another config's); names the file."""
+
+
 def save(run_dir: Path, *, model, optimizer, generator: torch.Generator, tail, progress: dict) -> None:
     payload = {
         "model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
@@ -24,18 +33,26 @@ def save(run_dir: Path, *, model, optimizer, generator: torch.Generator, tail, p
     }
     path = Path(run_dir) / CHECKPOINT
     tmp = path.with_name(f".{CHECKPOINT}.tmp-{os.getpid()}")
-    torch.save(payload, tmp)
+    with open(tmp, "wb") as f:
+        torch.save(payload, f)
+        f.flush()
+        os.fsync(f.fileno())  # on disk before the rename makes it the checkpoint
     os.replace(tmp, path)
 
 
 def load(run_dir: Path, config_hash: str) -> dict | None:
-    """The run folder's checkpoint, if there is one written by this same config."""
+    """The run folder's checkpoint (None if there is none); CheckpointError if it cannot be used."""
     path = Path(run_dir) / CHECKPOINT
     if not path.is_file():
         return None
-    payload = torch.load(path, map_location="cpu", weights_only=False)
-    if payload.get("config_hash") != config_hash:
-        raise RuntimeError(f"{path} was written by another config ({payload.get('config_hash')} != {config_hash})")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # truncated, empty, not a torch file, or objects beyond plain data
+        first_line = (str(err).splitlines() or ["no detail"])[0][:200]
+        raise CheckpointError(f"{path} cannot be loaded ({type(err).__name__}: {first_line})") from err
+    if not isinstance(payload, dict) or payload.get("config_hash") != config_hash:
+        found = payload.get("config_hash") if isinstance(payload, dict) else type(payload).__name__
+        raise CheckpointError(f"{path} was written by another config ({found} != {config_hash})")
     return payload
 
 

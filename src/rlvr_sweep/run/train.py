@@ -15,12 +15,11 @@ import traceback
 import torch
 
 from rlvr_sweep import data, store
-from rlvr_sweep.config import Config, paper_arm, scaled_length
-from rlvr_sweep.credit import get_estimator, get_tree_estimator
+from rlvr_sweep.config import Config, check_config, paper_arm, scaled_length
 from rlvr_sweep.evaluation import evaluate_greedy
-from rlvr_sweep.policy import load_policy
-from rlvr_sweep.reward import REWARDS, first_box_token, get_grader, grading
-from rlvr_sweep.rollout import SAMPLERS, ModelPolicy, get_sampler
+from rlvr_sweep.policy import load_policy, resolve_model_source
+from rlvr_sweep.reward import first_box_token, get_grader, grading
+from rlvr_sweep.rollout import ModelPolicy, get_sampler
 from rlvr_sweep.run import checkpoint
 from rlvr_sweep.update import TailAverage, apply_update, ledger_rows, make_adamw, score_group
 from rlvr_sweep.update import backward as question_backward
@@ -30,46 +29,90 @@ AUDIT_PREFIX_TOKENS = 512  # §5.4 gt512_prefix_audit: what the first 512 tokens
 
 
 def run(cfg: Config) -> dict:
-    """Train and evaluate one run; a finished run folder is skipped. Returns the run summary."""
+    """Train and evaluate one run; a finished run folder is skipped. Returns the run summary.
+
+    Everything that can be checked is checked before anything is written: the settings, the data
+    files and benchmark names, and where the model comes from. Then the run takes its folder's lock
+    (one writer per run: `store.run_lock`), loads the model, and resumes from its checkpoint or
+    starts over. A finished run is sealed with a manifest before its `DONE` marker.
+    """
+    check_config(cfg)
     run_dir = store.run_dir_for(cfg)
     if store.is_finished(run_dir):
-        log.info("skipping finished run %s", run_dir)
-        return {**store.read_run_json(run_dir), "skipped": True}
-    check_choices(cfg)
-    if cfg.train.num_threads:
-        torch.set_num_threads(cfg.train.num_threads)
-    policy = load_policy(cfg.model)  # fails fast, before anything is written
+        return _skip_finished(run_dir)
     train_rows = data.training_rows(cfg.data)
     eval_sets = {b: data.benchmark_rows(b, cfg.data, cfg.eval.limit) for b in cfg.eval.benchmarks}
-    resume = checkpoint.load(run_dir, store.config_hash(cfg)) if run_dir.exists() else None
-    if resume is None:
-        moved = store.prepare_run_dir(cfg, run_dir)
-        if moved:
-            log.warning("moved the unfinished run folder (no checkpoint) aside to %s and started over", moved)
-    info = {
-        "status": "running", "arm": cfg.arm, "paper_arm": paper_arm(cfg), "seed": cfg.seed, "horizon": cfg.horizon.tokens,
-        "profile": cfg.profile.name, "config_hash": store.config_hash(cfg), "run_dir": str(run_dir.resolve()),
-        "model_source": policy.source, "started_at": time.time(), "code": store.code_version(),
-        "params": sum(p.numel() for p in policy.model.parameters() if p.requires_grad),  # P of the FLOP proxies
-    }
-    if resume:
-        info["resumed_from_step"] = resume["progress"]["step"]
-    store.atomic_write_json(run_dir / store.RUN_JSON, info)
-    log.info("run %s -> %s", cfg.arm, run_dir)
-    try:
-        info.update(_train_and_evaluate(cfg, policy, train_rows, eval_sets, run_dir, resume))
-        info["status"] = "finished"
-    except BaseException as err:
-        info.update(status="failed", error=repr(err), traceback=traceback.format_exc())
-        raise
-    finally:
-        info["finished_at"] = time.time()
-        info["wall_seconds"] = info["finished_at"] - info["started_at"]
+    resolve_model_source(cfg.model)  # a missing folder or unreachable hub fails here, in seconds
+    with store.run_lock(run_dir, wait=cfg.run.wait_for_lock):
+        if store.is_finished(run_dir):  # finished by the process this one waited for
+            return _skip_finished(run_dir)
+        if cfg.train.num_threads:
+            torch.set_num_threads(cfg.train.num_threads)
+        policy = load_policy(cfg.model)
+        resume = _resume_or_start(cfg, run_dir)
+        info = {
+            "status": "running", "arm": cfg.arm, "paper_arm": paper_arm(cfg), "seed": cfg.seed,
+            "horizon": cfg.horizon.tokens, "profile": cfg.profile.name, "config_hash": store.config_hash(cfg),
+            "run_dir": str(run_dir.resolve()), "model_source": policy.source, "started_at": time.time(),
+            "code": store.code_version(),
+            "params": sum(p.numel() for p in policy.model.parameters() if p.requires_grad),  # P of the FLOP proxies
+        }
+        if resume:
+            info["resumed_from_step"] = resume["progress"]["step"]
         store.atomic_write_json(run_dir / store.RUN_JSON, info)
-    store.mark_done(run_dir)
-    checkpoint.remove(run_dir)
+        log.info("run %s -> %s", cfg.arm, run_dir)
+        try:
+            info.update(_train_and_evaluate(cfg, policy, train_rows, eval_sets, run_dir, resume))
+            info["status"] = "finished"
+        except BaseException as err:
+            info.update(status="failed", error=repr(err), traceback=traceback.format_exc())
+            raise
+        finally:
+            info["finished_at"] = time.time()
+            info["wall_seconds"] = info["finished_at"] - info["started_at"]
+            store.atomic_write_json(run_dir / store.RUN_JSON, info)
+        store.finish(run_dir)
+        _tidy(run_dir)
     _log_summary(info)
     return info
+
+
+def _skip_finished(run_dir) -> dict:
+    """A finished run is never moved or rewritten; a checkpoint or temporary file that a kill left
+    after its DONE marker is removed (when no other process holds the run)."""
+    log.info("skipping finished run %s", run_dir)
+    if (run_dir / checkpoint.CHECKPOINT).exists() or any(run_dir.glob(".*.tmp-*")):
+        try:
+            with store.run_lock(run_dir):
+                _tidy(run_dir)
+        except store.RunBusyError:
+            pass
+    return {**store.read_run_json(run_dir), "skipped": True}
+
+
+def _tidy(run_dir) -> None:
+    checkpoint.remove(run_dir)
+    store.remove_temp_files(run_dir)
+
+
+def _resume_or_start(cfg: Config, run_dir) -> dict | None:
+    """The checkpoint to resume from, or None after preparing a fresh folder. An unfinished folder
+    without a usable checkpoint is moved aside, never deleted (or stops the run: on_unfinished=error)."""
+    if not run_dir.exists():
+        store.prepare_run_dir(cfg, run_dir)
+        return None
+    for path in store.remove_temp_files(run_dir):
+        log.info("removed %s, left by a killed writer", path)
+    try:
+        resume = checkpoint.load(run_dir, store.config_hash(cfg))
+        why = "holds an unfinished run without a checkpoint"
+    except checkpoint.CheckpointError as err:
+        log.error("%s", err)
+        resume, why = None, f"has an unusable checkpoint ({err})"
+    if resume is None:
+        moved = store.prepare_run_dir(cfg, run_dir, why)
+        log.warning("%s %s: moved it aside to %s and started over", run_dir, why, moved)
+    return resume
 
 
 def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, resume: dict | None) -> dict:
@@ -280,27 +323,6 @@ def _totals(steps: list[dict]) -> dict:
     totals = {k: sum(s[k] for s in steps) for k in keys}
     totals.update(steps=len(steps), active_steps=sum(s["active"] for s in steps))
     return totals
-
-
-def check_choices(cfg: Config) -> None:
-    """Unknown names and settings that cannot go together fail before anything runs."""
-    sampler, estimator, recipe = cfg.sampler.name, cfg.estimator.name, cfg.train.loss_recipe
-    if sampler not in SAMPLERS:
-        raise ValueError(f"unknown sampler {sampler!r}; valid: {sorted(SAMPLERS)}")
-    if cfg.reward.name not in REWARDS:
-        raise ValueError(f"unknown reward {cfg.reward.name!r}; valid: {list(REWARDS)}")
-    if estimator != "grpo":
-        get_tree_estimator(estimator)
-        if sampler == "flat":
-            raise ValueError(f"estimator={estimator} credits tree prefixes but sampler=flat draws no tree; "
-                             "use a tree sampler or estimator=grpo")
-        if recipe == "sum_then_scale":
-            raise ValueError(f"estimator={estimator} gives per-token credit but train.loss_recipe=sum_then_scale "
-                             "needs one advantage per sequence; use scale_then_sum")
-    else:
-        get_estimator(estimator)
-    if cfg.train.accumulate_questions < 1:
-        raise ValueError("train.accumulate_questions must be at least 1")
 
 
 def _log_summary(info: dict) -> None:

@@ -1,13 +1,23 @@
-"""Collate a sweep: every finished run's tables under a root, one DataFrame per table.
+"""Collate a sweep: every finished, intact run's tables under a root, one DataFrame per table.
 
-`python -m rlvr_sweep.store collect ROOT --out PREFIX` writes `PREFIX.<table>.parquet`;
-`rlvr_sweep.store.collect(root)` returns the same tables in a notebook.
+`collect(root)` finds run folders at any depth under `root` (a folder with a `run.json`; folders
+moved aside as `*.stale-*` are ignored). It includes a run only when it is finished (`DONE`),
+intact (every file matches its manifest), and written with this code's result schema; every other
+run is listed in the `skipped` table with the reason, naming the file. Two folders holding the same
+run (the same run keys) are refused, naming both. Finding no run at all is an error that says where
+it looked. Unless `allow_skipped=True`, a skipped run is an error too (`CollectError`), so a table
+never silently lacks a run.
+
+Schema versions: a table written by another version is refused by name (older files are not
+upgraded: version 1 lacks `paper_arm` and names AllCap differently, which no rule can restore
+reliably), so rerun such runs with this code.
+
+`python -m rlvr_sweep.store collect ROOT --out PREFIX [--allow-skipped]` writes `PREFIX.<table>.parquet`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -17,65 +27,150 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from rlvr_sweep.store import schema
-from rlvr_sweep.store.rundir import DONE_MARKER, RUN_JSON, RUN_KEYS
+from rlvr_sweep.store.manifest import verify_manifest
+from rlvr_sweep.store.rundir import DONE_MARKER, RUN_JSON, RUN_KEYS, is_stale
 from rlvr_sweep.store.tables import TABLES
 
 
+class CollectError(RuntimeError):
+    """The collection would be wrong or incomplete; the message says which folders and why."""
+
+
+def run_folders(root) -> tuple[list[Path], list[Path]]:
+    """(run folders, moved-aside folders) under `root`, at any depth: folders holding a run.json."""
+    found, stale = [], []
+    for path in sorted(Path(root).rglob(RUN_JSON)):
+        folder = path.parent
+        rel = folder.relative_to(root).parts if folder != Path(root) else ()
+        if any(is_stale(part) for part in rel):
+            stale.append(folder)
+        elif not any(part.startswith(".") for part in rel):
+            found.append(folder)
+    return found, stale
+
+
 def finished_run_dirs(root) -> list[Path]:
-    """Run folders under a sweep root (fixed depth profile/arm/run) that have their DONE marker."""
-    return sorted(p.parent for p in Path(root).glob(f"*/*/*/{DONE_MARKER}"))
+    """Run folders under `root` that have their DONE marker (intact or not)."""
+    return [d for d in run_folders(root)[0] if (d / DONE_MARKER).is_file()]
 
 
 def run_infos(root, finished_only: bool = True) -> list[dict]:
-    """The run.json of every run folder under `root` (finished ones only by default)."""
-    paths = [d / RUN_JSON for d in finished_run_dirs(root)] if finished_only else sorted(Path(root).glob(f"*/*/*/{RUN_JSON}"))
-    # run_dir is where the folder is now (it may have been moved since it was written)
-    return [{**json.loads(p.read_text()), "run_dir": str(p.parent)} for p in paths]
+    """The run.json of every run folder under `root` (finished ones only by default), for monitoring;
+    `run_dir` is where the folder is now. Unreadable run.json files are left out."""
+    folders = finished_run_dirs(root) if finished_only else run_folders(root)[0]
+    infos = []
+    for folder in folders:
+        try:
+            infos.append({**json.loads((folder / RUN_JSON).read_text()), "run_dir": str(folder)})
+        except (OSError, ValueError):
+            continue
+    return infos
 
 
-def collect(root, finished_only: bool = True) -> dict[str, pd.DataFrame]:
-    """Every run's tables under `root`, concatenated (one pyarrow dataset scan per table).
+def _check_run(folder: Path) -> tuple[dict | None, str | None]:
+    """(run.json, None) for a finished, intact, current-schema run; else (None, why)."""
+    if not (folder / DONE_MARKER).is_file():
+        try:
+            status = json.loads((folder / RUN_JSON).read_text()).get("status", "?")
+        except (OSError, ValueError, AttributeError):
+            status = "unknown"
+        return None, f"unfinished (run.json status: {status})"
+    try:
+        info = json.loads((folder / RUN_JSON).read_text())
+        if not isinstance(info, dict) or not all(k in info for k in RUN_KEYS):
+            return None, f"{folder / RUN_JSON}: not a run record (needs {list(RUN_KEYS)})"
+    except (OSError, ValueError) as err:
+        return None, f"{folder / RUN_JSON}: unreadable ({err})"
+    problems = verify_manifest(folder)
+    if problems:
+        return None, "damaged: " + "; ".join(problems)
+    for name in TABLES:
+        path = folder / f"{name}.parquet"
+        if not path.is_file():
+            continue
+        try:
+            meta = pq.read_schema(path).metadata
+        except (OSError, pa.ArrowException) as err:
+            return None, f"{path}: not a readable parquet file ({err})"
+        raw = (meta or {}).get(schema.METADATA_KEY)
+        version = int(raw) if raw else 0
+        if version != schema.SCHEMA_VERSION:
+            return None, (f"{path}: written with result schema {version}, this code reads {schema.SCHEMA_VERSION}; "
+                          "rerun the run with this code (or read it with the rlvr_sweep that wrote it)")
+    return {**info, "run_dir": str(folder)}, None
 
-    Returns {"runs": one row per run (run.json, flattened), "steps", "rollouts", "pairs", "grades"}.
-    """
-    infos = run_infos(root, finished_only)
+
+def collect(root, allow_skipped: bool = False) -> dict[str, pd.DataFrame]:
+    """Every finished, intact run's tables under `root`, concatenated (one pyarrow dataset scan per
+    table): {"runs": one row per run (run.json, flattened), "steps", "rollouts", "pairs", "grades",
+    "skipped": one row per run left out (run_dir, reason)}. See the module docstring."""
+    root = Path(root)
+    if not root.is_dir():
+        raise CollectError(f"no such folder: {root}")
+    folders, stale = run_folders(root)
+    if not folders:
+        raise CollectError(f"found no run under {root.resolve()} (looked for run folders, i.e. folders holding a "
+                           f"{RUN_JSON}, at any depth{'; only moved-aside *.stale-* folders' if stale else ''})")
+    infos, skipped = [], []
+    for folder in folders:
+        info, why = _check_run(folder)
+        if info is None:
+            skipped.append({"run_dir": str(folder), "reason": why})
+        else:
+            infos.append(info)
+    seen: dict[tuple, str] = {}
+    for info in infos:
+        key = tuple(info[k] for k in RUN_KEYS)
+        if key in seen:
+            raise CollectError(f"two folders hold the same run {dict(zip(RUN_KEYS, key))}: {seen[key]} and "
+                               f"{info['run_dir']}; keep one of them (e.g. move the other out of {root})")
+        seen[key] = info["run_dir"]
+    if skipped and not allow_skipped:
+        raise CollectError(f"{len(skipped)} of {len(folders)} run(s) under {root} cannot be collected:\n" +
+                           "\n".join(f"  {s['run_dir']}: {s['reason']}" for s in skipped) +
+                           "\n(allow_skipped=True / --allow-skipped collects the others)")
     out = {"runs": pd.json_normalize(infos) if infos else pd.DataFrame(columns=list(RUN_KEYS))}
     for name in TABLES:
         files = [str(Path(i["run_dir"]) / f"{name}.parquet") for i in infos]
-        files = [f for f in files if os.path.exists(f)]
+        files = [f for f in files if Path(f).is_file()]
         if not files:
-            out[name] = pd.DataFrame(columns=list(RUN_KEYS))
+            out[name] = pd.DataFrame(columns=list(schema.TABLE_KEYS))
             continue
-        schemas = [pq.read_schema(f) for f in files]
-        for f, s in zip(files, schemas):
-            schema.check_version(s.metadata, f)
-        dataset = pads.dataset(files, schema=pa.unify_schemas([s.remove_metadata() for s in schemas]), format="parquet")
+        schemas = [pq.read_schema(f).remove_metadata() for f in files]
+        dataset = pads.dataset(files, schema=pa.unify_schemas(schemas), format="parquet")
         out[name] = dataset.to_table().to_pandas()
+    out["skipped"] = pd.DataFrame(skipped, columns=["run_dir", "reason"])
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m rlvr_sweep.store collect ROOT --out PREFIX`: one parquet file per table."""
+    """`python -m rlvr_sweep.store collect ROOT --out PREFIX [--allow-skipped]`."""
     import argparse
     import sys
 
     parser = argparse.ArgumentParser(prog="python -m rlvr_sweep.store")
     sub = parser.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("collect", help="gather every finished run's tables under ROOT")
+    c = sub.add_parser("collect", help="gather every finished, intact run's tables under ROOT")
     c.add_argument("root")
     c.add_argument("--out", required=True, help="output prefix: writes OUT.<table>.parquet")
-    c.add_argument("--all", action="store_true", help="include unfinished runs")
+    c.add_argument("--allow-skipped", action="store_true",
+                   help="collect the intact runs and exit 0 even when others are skipped (they are listed)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if not Path(args.root).is_dir():
-        print(f"no such folder: {args.root}", file=sys.stderr)
-        return 2
     started = time.perf_counter()
-    tables = collect(args.root, finished_only=not args.all)
+    try:
+        tables = collect(args.root, allow_skipped=args.allow_skipped)
+    except CollectError as err:
+        print(f"collect: error: {err}", file=sys.stderr)
+        return 2
     for name, frame in tables.items():
         path = Path(f"{args.out}.{name}.parquet")
         path.parent.mkdir(parents=True, exist_ok=True)
         frame.to_parquet(path, index=False)
         print(f"{name}: {len(frame)} rows -> {path}")
-    print(f"collected {len(tables['runs'])} runs in {time.perf_counter() - started:.2f}s")
+    for row in tables["skipped"].itertuples():
+        print(f"skipped {row.run_dir}: {row.reason}", file=sys.stderr)
+    stale = run_folders(args.root)[1]
+    print(f"collected {len(tables['runs'])} runs in {time.perf_counter() - started:.2f}s"
+          + (f" ({len(tables['skipped'])} skipped)" if len(tables["skipped"]) else "")
+          + (f"; ignored {len(stale)} moved-aside folder(s)" if stale else ""))
     return 0
-

@@ -2,8 +2,7 @@
 
 A run folder is named from the run's identity, not the launch time:
 `{out_root}/{profile}/{arm}/h{horizon}_s{seed}_{hash}` where `hash` is a short digest of the
-resolved config (without `run.*`, `data.root`, `data.splits_dir` and the `paper_arms` label, which do
-not change the experiment). It holds `config.yaml`, the parquet tables, `run.json` and, last, the `DONE` marker.
+resolved config without its bookkeeping settings (`config_hash`). It holds `config.yaml`, the parquet tables, `run.json` and, last, the `DONE` marker.
 Every file is written atomically (temporary file, then rename), so a reader never sees half a
 file; a folder without `DONE` is unfinished.
 """
@@ -20,8 +19,9 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from rlvr_sweep.config import Config, paper_arm
+from rlvr_sweep.config import Config, identity_dict, paper_arm
 from rlvr_sweep.store import schema
+from rlvr_sweep.store.manifest import MANIFEST, manifest_bytes
 
 DONE_MARKER = "DONE"
 RUN_JSON = "run.json"
@@ -37,13 +37,11 @@ def config_dict(cfg: Config) -> dict:
 
 
 def config_hash(cfg: Config) -> str:
-    """Short digest of everything that defines the experiment."""
-    identity = config_dict(cfg)
-    identity.pop("run")
-    identity.pop("paper_arms")  # a label of (arm, horizon), not a setting
-    identity["data"].pop("root")  # where the files live does not change the experiment
-    identity["data"].pop("splits_dir")
-    blob = json.dumps(identity, sort_keys=True, default=str).encode()
+    """Short digest of every setting that defines the experiment (`config.identity_dict`): not where
+    files go or how often they are written (`run.*`, `data.root`, `data.splits_dir`,
+    `train.write_every`, `train.checkpoint_every`), nor the `paper_arms` label, so changing those on
+    a relaunch resumes the same run."""
+    blob = json.dumps(identity_dict(cfg), sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:8]
 
 
@@ -73,22 +71,46 @@ def read_run_json(run_dir: Path) -> dict:
     return json.loads((Path(run_dir) / RUN_JSON).read_text())
 
 
-def prepare_run_dir(cfg: Config, run_dir: Path) -> Path | None:
-    """Create the folder for a new run. An unfinished folder is moved aside (returned), never reused
-    or deleted; with `run.on_unfinished=error` it stops the run instead."""
+def prepare_run_dir(cfg: Config, run_dir: Path, why: str = "holds an unfinished run") -> Path | None:
+    """Create the folder for a new run (the caller holds the run's lock). An unfinished folder is moved
+    aside (returned), never reused or deleted; with `run.on_unfinished=error` it stops the run instead."""
     moved = None
     if run_dir.exists():
         if cfg.run.on_unfinished == "error":
-            raise UnfinishedRunError(
-                f"{run_dir} holds an unfinished run; move it away or rerun with run.on_unfinished=restart"
-            )
-        if cfg.run.on_unfinished != "restart":
-            raise ValueError(f"unknown run.on_unfinished {cfg.run.on_unfinished!r}; valid: ['restart', 'error']")
-        moved = run_dir.with_name(f"{run_dir.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}")
+            raise UnfinishedRunError(f"{run_dir} {why}; move it away or rerun with run.on_unfinished=restart")
+        moved = stale_name(run_dir)
         run_dir.rename(moved)
     run_dir.mkdir(parents=True)
     atomic_write_bytes(run_dir / "config.yaml", OmegaConf.to_yaml(OmegaConf.structured(cfg)).encode())
     return moved
+
+
+def stale_name(run_dir: Path) -> Path:
+    """A free `<name>.stale-<time>-<pid>[-n]` beside the folder (never an existing one)."""
+    base = f"{run_dir.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    candidate, n = run_dir.with_name(base), 1
+    while candidate.exists():
+        candidate, n = run_dir.with_name(f"{base}-{n}"), n + 1
+    return candidate
+
+
+def is_stale(path: Path) -> bool:
+    return ".stale-" in Path(path).name
+
+
+def remove_temp_files(run_dir: Path) -> list[Path]:
+    """Delete the `.<file>.tmp-<pid>` files a killed writer left (never results: those are renamed
+    into place whole). Returns what was removed."""
+    removed = [p for p in Path(run_dir).glob(".*.tmp-*") if p.is_file()]
+    for p in removed:
+        p.unlink()
+    return removed
+
+
+def finish(run_dir: Path) -> None:
+    """Seal a run: its manifest (every file's size and sha256), then the `DONE` marker."""
+    atomic_write_bytes(run_dir / MANIFEST, manifest_bytes(run_dir))
+    mark_done(run_dir)
 
 
 def mark_done(run_dir: Path) -> None:

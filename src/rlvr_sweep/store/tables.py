@@ -28,7 +28,10 @@ def write_table(run_dir: Path, name: str, rows: list[dict], keys: dict | None = 
     table = pa.Table.from_pandas(frame, preserve_index=False)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), schema.METADATA_KEY: str(schema.SCHEMA_VERSION).encode()})
     tmp = run_dir / f".{name}.parquet.tmp-{os.getpid()}"
-    pq.write_table(table, tmp)
+    with open(tmp, "wb") as f:
+        pq.write_table(table, f)
+        f.flush()
+        os.fsync(f.fileno())  # on disk before the rename makes it the table
     os.replace(tmp, run_dir / f"{name}.parquet")
 
 

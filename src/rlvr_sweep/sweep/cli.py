@@ -18,12 +18,14 @@ from pathlib import Path
 
 import hydra
 from hydra.types import RunMode
-from omegaconf import OmegaConf
 
-from rlvr_sweep.config import Config, register_configs
+from rlvr_sweep.config import ConfigError, build_config, register_configs
+
+register_configs()  # also in a SLURM job process, which resolves its output folder with ${pid:}
 
 log = logging.getLogger(__name__)
-CONF_DIR = Path(__file__).resolve().parents[3] / "conf"  # the repository's config tree (editable install)
+EXIT_BAD_INPUT, EXIT_BUSY = 2, 3
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"  # the config tree ships inside the package
 MULTIRUN_FLAGS = ("-m", "--multirun")
 NUMERIC_GROUPS = ("horizon",)  # config groups whose options are named by numbers
 _NUMERIC_CHOICE = re.compile(r"^(?P<key>[~+]{0,2}(?:%s))=(?P<value>\d+(?:,\d+)*)$" % "|".join(NUMERIC_GROUPS))
@@ -53,18 +55,30 @@ def normalize_argv(argv: list[str]) -> list[str]:
 def _hydra_entry(raw) -> dict:
     from hydra.core.hydra_config import HydraConfig
 
+    from rlvr_sweep.data import DataError
+    from rlvr_sweep.policy import ModelLoadError
     from rlvr_sweep.run import run  # heavy imports (torch, transformers) only when a job runs
-    from rlvr_sweep.store import run_dir_for
-    from rlvr_sweep.sweep.summary import JOB_ERROR, POINTER, SKIPPED, format_summary
+    from rlvr_sweep.store import RunBusyError, UnfinishedRunError, run_dir_for
+    from rlvr_sweep.sweep.summary import BUSY, JOB_ERROR, POINTER, SKIPPED, format_summary
 
-    cfg: Config = OmegaConf.to_object(raw)
-    job_dir = Path(HydraConfig.get().runtime.output_dir)
-    (job_dir / POINTER).write_text(str(run_dir_for(cfg).resolve()))
+    user_errors = (ConfigError, DataError, ModelLoadError, UnfinishedRunError)  # one line, not a traceback
+
     single = HydraConfig.get().mode == RunMode.RUN
+    job_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
+        cfg = build_config(raw)
+        (job_dir / POINTER).write_text(str(run_dir_for(cfg).resolve()))
         info = run(cfg)
+    except RunBusyError as err:  # another process runs it: not a failure of this one
+        if single:
+            _exit_with(err, EXIT_BUSY)
+        log.warning("%s", err)
+        (job_dir / BUSY).write_text(f"{err}\n")
+        return {"status": "busy", "error": str(err)}
     except Exception as err:  # in a sweep, one failed run must not stop the others
         if single:
+            if isinstance(err, user_errors):
+                _exit_with(err, EXIT_BAD_INPUT)
             raise
         log.exception("run failed; the sweep goes on")
         (job_dir / JOB_ERROR).write_text(f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
@@ -74,6 +88,12 @@ def _hydra_entry(raw) -> dict:
     if single:
         print("\nRun summary (greedy accuracy, %):\n" + format_summary([info]), flush=True)
     return info
+
+
+def _exit_with(err: Exception, code: int) -> None:
+    """One line that names the problem instead of a traceback, then exit."""
+    print(f"rlvr_sweep: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+    sys.exit(code)
 
 
 def main() -> None:

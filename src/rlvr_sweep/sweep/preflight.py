@@ -1,8 +1,8 @@
 """Check a sweep before any job is launched (or submitted to SLURM).
 
-Every job of a multirun is composed from the command line's overrides, and each one that has not
-already finished is checked: known names and compatible choices (`run.check_choices`), a model
-folder or reachable hub id, and readable data files. A problem stops the whole sweep at once,
+Every job of a multirun is composed from the command line's overrides and built into a checked
+config (`config.build_config`: unknown keys, ranges, combinations), and each one that has not
+already finished is checked further: a model folder or reachable hub id, and readable data files. A problem stops the whole sweep at once,
 naming the job, instead of failing job by job on the cluster.
 """
 
@@ -12,9 +12,7 @@ from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf
-
-from rlvr_sweep.config import Config
+from rlvr_sweep.config import build_config
 
 
 class PreflightError(RuntimeError):
@@ -22,17 +20,22 @@ class PreflightError(RuntimeError):
 
 
 def sweep_jobs(conf_dir: str, overrides: list[str]) -> list[list[str]]:
-    """The override list of every job the basic sweep expansion yields (sweeps from the command line)."""
+    """The override list of every job Hydra's basic sweeper expands a launch to: a preset's
+    `hydra.sweeper.params` (e.g. `+sweep=paper_grid`) first, then the command line's overrides, which
+    win on a shared key, as in `BasicSweeper.sweep`."""
     loader = GlobalHydra.instance().config_loader()
-    parsed = OverridesParser.create(config_loader=loader).parse_overrides(overrides)
-    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    parser = OverridesParser.create(config_loader=loader)
+    fixed = [o.input_line for o in parser.parse_overrides(overrides) if not o.is_sweep_override()]
+    master = compose("config", overrides=fixed, return_hydra_config=True)
+    params = [f"{key}={value}" for key, value in (master.hydra.sweeper.get("params") or {}).items()]
+    combined = parser.parse_overrides([*params, *overrides])
+    return [job for batch in BasicSweeper.split_arguments(combined, None) for job in batch]
 
 
 def check_sweep(conf_dir: str, overrides: list[str]) -> int:
     """Compose and check every job; returns the number of jobs checked."""
     from rlvr_sweep import data, store
     from rlvr_sweep.policy import resolve_model_source
-    from rlvr_sweep.run import check_choices
 
     job_overrides = [o for o in overrides if not o.startswith("hydra")]
     checked: dict[str, None] = {}
@@ -40,10 +43,9 @@ def check_sweep(conf_dir: str, overrides: list[str]) -> int:
         jobs = sweep_jobs(conf_dir, job_overrides)
         for number, job in enumerate(jobs, start=1):
             try:
-                cfg: Config = OmegaConf.to_object(compose("config", overrides=job))
+                cfg = build_config(compose("config", overrides=job))
                 if store.is_finished(store.run_dir_for(cfg)):
                     continue  # it will be skipped
-                check_choices(cfg)
                 for key, check in (
                     (repr(cfg.model), lambda: resolve_model_source(cfg.model)),
                     (repr(cfg.data), lambda: data.training_rows(cfg.data)),

@@ -17,6 +17,7 @@ from rlvr_sweep import store
 POINTER = "run_dir.txt"
 JOB_ERROR = "job_error.txt"  # a job that failed, written next to the pointer
 SKIPPED = "skipped"  # marker: the job found its run already finished
+BUSY = "busy.txt"  # the job found its run being run by another process (who, in the file)
 
 
 def accuracy_frame(infos: list[dict]) -> pd.DataFrame:
@@ -60,20 +61,26 @@ def _pct(value, signed: bool = False) -> str:
 
 
 def sweep_infos(sweep_dir: Path) -> list[dict]:
-    """run.json of every job of a sweep, in job order (a job that wrote nothing is reported as such)."""
+    """run.json of every job of a sweep, in job order; a job that failed before it wrote one, or found
+    its run held by another process, is reported as such."""
     infos = []
-    for pointer in sorted(Path(sweep_dir).glob(f"*/{POINTER}"), key=lambda p: _job_number(p.parent.name)):
-        run_dir = Path(pointer.read_text().strip())
-        error = pointer.parent / JOB_ERROR
+    jobs = [d for d in Path(sweep_dir).iterdir() if d.is_dir() and d.name.isdigit()] if Path(sweep_dir).is_dir() else []
+    for job in sorted(jobs, key=lambda d: int(d.name)):
+        pointer, error, busy = job / POINTER, job / JOB_ERROR, job / BUSY
+        if not (pointer.is_file() or error.is_file() or busy.is_file()):
+            continue  # not a job folder of ours
+        run_dir = Path(pointer.read_text().strip()) if pointer.is_file() else None
         try:
-            info = store.read_run_json(run_dir)
+            info = store.read_run_json(run_dir) if run_dir else {}
         except (OSError, ValueError):
-            info = {"run_dir": str(run_dir), "status": "failed" if error.is_file() else "no run.json"}
-        if (pointer.parent / SKIPPED).is_file():
+            info = {"run_dir": str(run_dir), "status": "no run.json"}
+        if (job / SKIPPED).is_file():
             info["skipped"] = True
+        if busy.is_file():
+            info.update(status="busy", error=busy.read_text().strip(), run_dir=str(run_dir))
         if error.is_file():
-            info.setdefault("error", error.read_text().splitlines()[0])
-            info["status"] = "failed"
+            info.update(status="failed", error=error.read_text().splitlines()[0])
+            info.setdefault("run_dir", f"(job {job.name})")
         infos.append(info)
     return infos
 
@@ -92,8 +99,10 @@ class SweepSummaryCallback(Callback):
         counts = {s: status.count(s) for s in sorted(set(status))}
         print("runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()), flush=True)
         for info in infos:
-            if info.get("status") == "failed":
-                print(f"  failed: {info.get('run_dir')}: {info.get('error', '?')}", flush=True)
+            if info.get("status") in ("failed", "busy"):
+                print(f"  {info['status']}: {info.get('run_dir')}: {info.get('error', '?')}", flush=True)
         if counts.get("failed"):
             raise SystemExit(1)  # a sweep with failed runs exits non-zero
+        if counts.get("busy"):
+            raise SystemExit(3)  # runs held by another process: not done here, not failed either
 

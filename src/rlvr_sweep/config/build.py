@@ -1,0 +1,64 @@
+"""The one place a composed Hydra config becomes a checked `Config`.
+
+`build_config(raw)` refuses keys the schema does not declare (a typo such as `+train.stpes=5`
+would otherwise be accepted and ignored), converts with `OmegaConf.to_object`, and runs
+`check_config`: every declared range (`rules.range_problems`) plus the settings that cannot go
+together (`combination_problems`). The error lists every problem as `key=value: what is allowed`.
+"""
+
+from __future__ import annotations
+
+from omegaconf import OmegaConf
+
+from rlvr_sweep.config.rules import ConfigError, range_problems, unknown_keys
+from rlvr_sweep.config.schema import TREE_SAMPLERS, Config
+
+TOP_LEVEL_EXTRAS = ("hydra",)  # Hydra's own node, when a config is composed with return_hydra_config
+
+
+def combination_problems(cfg: Config) -> list[str]:
+    """Settings that are each valid but cannot go together."""
+    problems = []
+    s, e, t = cfg.sampler, cfg.estimator, cfg.train
+    if e.name != "grpo":
+        if s.name not in TREE_SAMPLERS:
+            problems.append(f"estimator.name={e.name!r} credits tree prefixes but sampler.name={s.name!r} draws "
+                            "no tree: use a tree sampler or estimator=grpo")
+        if t.loss_recipe == "sum_then_scale":
+            problems.append(f"estimator.name={e.name!r} gives per-token credit but train.loss_recipe=sum_then_scale "
+                            "needs one advantage per sequence: use scale_then_sum")
+    if (cfg.reward.name == "gated") != (cfg.reward.gate_chars is not None):
+        problems.append(f"reward.gate_chars={cfg.reward.gate_chars!r} with reward.name={cfg.reward.name!r}: "
+                        "a gated reward needs gate_chars, an ungated one must leave it null")
+    if s.split_tokens < s.t_min:
+        problems.append(f"sampler.split_tokens={s.split_tokens} < sampler.t_min={s.t_min}: T_max must be >= T_min")
+    if t.tail_average is not None:
+        budget = t.max_steps if t.active_steps else t.steps
+        if len(t.tail_average) != 2 or not t.tail_average[0] <= t.tail_average[1]:
+            problems.append(f"train.tail_average={t.tail_average}: must be [first, last] with first <= last")
+        elif t.tail_average[0] > budget:
+            problems.append(f"train.tail_average={t.tail_average} starts after the last step ({budget}): "
+                            "nothing would be averaged")
+    if t.active_steps is None and t.steps % t.accumulate_questions:
+        problems.append(f"train.steps={t.steps} is not a multiple of train.accumulate_questions="
+                        f"{t.accumulate_questions}: the last questions would never reach an update")
+    return problems
+
+
+def check_config(cfg: Config) -> Config:
+    """Raise ConfigError listing every out-of-range setting and every bad combination; else return cfg."""
+    problems = range_problems(cfg)
+    if not problems:  # combinations only make sense once each setting is in range
+        problems = combination_problems(cfg)
+    if problems:
+        raise ConfigError("invalid config: " + "; ".join(problems))
+    return cfg
+
+
+def build_config(raw) -> Config:
+    """Composed DictConfig (Hydra) -> checked Config dataclass."""
+    extra = [k for k in unknown_keys(raw, Config) if k not in TOP_LEVEL_EXTRAS]
+    if extra:
+        raise ConfigError(f"unknown config key(s) {extra}: not declared in the config schema "
+                          "(the only appends a run needs are +arm= and +sweep=; see `--cfg job` for every key)")
+    return check_config(OmegaConf.to_object(raw))

@@ -1,0 +1,128 @@
+"""What a setting may hold, declared beside it, and the one check that applies every declaration.
+
+A field of the typed config is declared with `setting(default, *rules)`; `check_config(cfg)` walks
+the whole config and reports every field whose value breaks a rule, as `key=value: what is allowed`
+(`train.grad_clip=-1.0: must be > 0`). `identity=False` marks bookkeeping settings (where files go,
+how often they are written) that do not change what a run computes, so they stay out of the run's
+identity hash (`identity_dict`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from dataclasses import field
+from typing import Any, Callable
+
+
+class ConfigError(ValueError):
+    """A setting is out of range, unknown, or cannot go with another; the message names each one."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    ok: Callable[[Any], bool]
+    allowed: str  # "must be ..." in words
+
+    def __call__(self, value) -> bool:
+        try:
+            return bool(self.ok(value))
+        except TypeError:
+            return False
+
+
+def at_least(low) -> Rule:
+    return Rule(lambda v: v >= low, f"must be >= {low}")
+
+
+def above(low) -> Rule:
+    return Rule(lambda v: v > low, f"must be > {low}")
+
+
+def between(low, high, *, low_open: bool = False) -> Rule:
+    left = "(" if low_open else "["
+    return Rule(lambda v: (v > low if low_open else v >= low) and v <= high, f"must lie in {left}{low}, {high}]")
+
+
+def one_of(*choices) -> Rule:
+    return Rule(lambda v: v in choices, f"must be one of {list(choices)}")
+
+
+def each(rule: Rule) -> Rule:
+    return Rule(lambda v: all(rule(x) for x in v), f"each item {rule.allowed}")
+
+
+def matches(pattern: str, words: str) -> Rule:
+    compiled = re.compile(pattern)
+    return Rule(lambda v: bool(compiled.fullmatch(v)), f"must be {words}")
+
+
+NON_EMPTY = Rule(lambda v: isinstance(v, str) and v.strip() != "", "must be a non-empty string")
+EVEN = Rule(lambda v: v % 2 == 0, "must be even")
+
+
+def setting(default, *rules: Rule, identity: bool = True):
+    """A dataclass field whose valid values are `rules` (None always passes: `Optional` fields say
+    None is allowed through their type). Lists and dicts take a factory default."""
+    meta = {"rules": rules, "identity": identity}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _fields(obj, prefix: str = ""):
+    """(dotted key, value, field) of every leaf setting, nested dataclasses walked."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        key = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            yield from _fields(value, key + ".")
+        else:
+            yield key, value, f
+
+
+def range_problems(cfg) -> list[str]:
+    """`key=value: allowed` for every setting that breaks one of its declared rules."""
+    problems = []
+    for key, value, f in _fields(cfg):
+        if value is None:
+            continue
+        for rule in f.metadata.get("rules", ()):
+            if not rule(value):
+                problems.append(f"{key}={value!r}: {rule.allowed}")
+                break
+    return problems
+
+
+def unknown_keys(node, schema, prefix: str = "") -> list[str]:
+    """Keys of a composed config (a mapping) that the dataclass `schema` does not declare."""
+    declared = {f.name: f for f in dataclasses.fields(schema)}
+    unknown = []
+    for key in node:
+        if key not in declared:
+            unknown.append(f"{prefix}{key}")
+            continue
+        child, sub = node[key], _dataclass_type(schema, key)
+        if sub is not None and hasattr(child, "keys"):
+            unknown += unknown_keys(child, sub, f"{prefix}{key}.")
+    return unknown
+
+
+def _dataclass_type(schema, name: str):
+    default = next(f for f in dataclasses.fields(schema) if f.name == name).default_factory
+    if default is dataclasses.MISSING:
+        return None
+    sample = default()
+    return type(sample) if dataclasses.is_dataclass(sample) else None
+
+
+def identity_dict(cfg) -> dict:
+    """The config as a nested dict without the settings declared `identity=False`."""
+    out = {}
+    for f in dataclasses.fields(cfg):
+        if not f.metadata.get("identity", True):
+            continue
+        value = getattr(cfg, f.name)
+        out[f.name] = identity_dict(value) if dataclasses.is_dataclass(value) else copy.deepcopy(value)
+    return out

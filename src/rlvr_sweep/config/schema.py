@@ -1,0 +1,192 @@
+"""Typed configuration: one flat dataclass per Hydra config group, plus the run-level fields.
+
+`conf/<group>/<option>.yaml` files are presets of these schemas. The entrypoint converts the
+composed `DictConfig` once (`build.build_config`), so everything below receives dataclasses.
+Paper constants (seed paper §1, §3.2, §4.1; baseline spec §6-§7) are the defaults here and in
+the `paper` profile; the `smoke` profile scales every length budget by `profile.length_scale`.
+Each field declares its valid values beside its default (`setting(default, *rules)`);
+`identity=False` marks bookkeeping that does not change what a run computes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
+
+from rlvr_sweep.config.rules import EVEN, NON_EMPTY, above, at_least, between, each, matches, one_of, setting
+
+# Names the stages register (rollout.SAMPLERS, credit estimators, ...); tests/config checks they agree.
+SAMPLER_NAMES = ("flat", "stopped_tree", "root_restart", "midpoint")
+TREE_SAMPLERS = SAMPLER_NAMES[1:]
+ESTIMATOR_NAMES = ("grpo", "tree_mean", "clamped_prefix")
+HOMOGENEOUS_STEPS = ("full_backward", "skip", "zero_grad")
+LOSS_RECIPES = ("sum_then_scale", "scale_then_sum")
+REWARD_NAMES = ("ungated", "gated")
+GRADER_NAMES = ("baseline", "math_verify")
+BENCHMARK_NAMES = ("amc23", "ext240", "gsm8k200", "math500", "math_val210", "toy_heldout")
+DTYPE_NAMES = ("bfloat16", "float16", "float32")
+
+
+@dataclass
+class ModelConfig:
+    name: str = setting("qwen3_0_6b_base", NON_EMPTY)
+    hub_id: Optional[str] = setting("Qwen/Qwen3-0.6B-Base", NON_EMPTY)
+    path: Optional[str] = setting(None, NON_EMPTY)  # a local folder; takes precedence over hub_id
+    dtype: str = setting("bfloat16", one_of(*DTYPE_NAMES))  # weights and AdamW state (no fp32 master copy)
+    untie_embeddings: bool = True  # the baseline trains separate embedding and output-head weights
+    device: str = setting("auto", matches(r"auto|cpu|mps|cuda(:\d+)?", "auto, cpu, mps, cuda or cuda:N"))
+
+
+@dataclass
+class DataConfig:
+    name: str = setting("math_train", NON_EMPTY)
+    root: str = setting("data", NON_EMPTY, identity=False)  # folder of the JSONL files: where, not what
+    splits_dir: Optional[str] = setting(None, NON_EMPTY, identity=False)  # the built splits; None = <root>/splits
+    train_file: Optional[str] = setting("math_train.jsonl", NON_EMPTY)  # unused by toy_arith
+    limit: Optional[int] = setting(None, at_least(1))  # use only the first `limit` training rows
+    toy_seed: int = setting(0, at_least(0))  # toy_arith only: seed of the generated splits
+    toy_train_size: int = setting(2000, at_least(1))
+    toy_heldout_size: int = setting(200, at_least(1))
+
+
+@dataclass
+class SamplerConfig:
+    name: str = setting("flat", one_of(*SAMPLER_NAMES))
+    # G rollouts per question, drawn as G/2 pairs of 2 (the pair ledger's shape), hence even
+    group_size: int = setting(8, at_least(2), EVEN)
+    temperature: float = setting(0.8, above(0))  # rollouts are sampled; greedy groups are always homogeneous
+    top_p: float = setting(0.9, between(0, 1, low_open=True))
+    # two-stage branching (paper §4.2); lengths in paper tokens, scaled by profile.length_scale
+    K: int = setting(4, at_least(1))  # roots
+    B: int = setting(2, one_of(2))  # branches per root: the pair ledger holds two leaves per pair
+    t_min: int = setting(96, at_least(1))  # earliest newline stopping time
+    split_tokens: int = setting(160, at_least(1))  # T_max: stage-1 cap (>= t_min)
+    midpoint_min_len: int = setting(32, at_least(2))  # midpoint: early-EOS roots at least this long split
+    long_eos_len: int = setting(104, at_least(1))  # midpoint: splits of longer roots are early_eos_gt104
+    bifurcate_after_active: int = setting(0, at_least(0))  # flat rollouts until this many active steps
+
+
+@dataclass
+class EstimatorConfig:
+    name: str = setting("grpo", one_of(*ESTIMATOR_NAMES))
+    std: str = setting("unbiased", one_of("unbiased", "population"))  # unbiased (N-1): the baseline
+    eps: float = setting(1e-4, above(0))
+    beta: float = setting(0.0, between(0, 1))  # tree: weight of the max backup M_k in the prefix value
+    alpha: float = setting(0.5, between(0, 1))  # tree: weight of the local (R - Vhat) continuation term
+    zero_cont_token_mass: bool = False  # shift continuation credit to zero signed token mass
+
+
+@dataclass
+class OptimizerStepConfig:
+    name: str = setting("full_backward", one_of(*HOMOGENEOUS_STEPS))  # what a homogeneous group does
+
+
+@dataclass
+class HorizonConfig:
+    tokens: int = setting(512, at_least(1))  # rollout cap in paper tokens (scaled by profile.length_scale)
+
+
+@dataclass
+class RewardConfig:
+    name: str = setting("ungated", one_of(*REWARD_NAMES))
+    # paper units; reward only if text.rfind("\\boxed") >= scaled gate (set exactly when gated)
+    gate_chars: Optional[int] = setting(None, at_least(0))
+
+
+@dataclass
+class GraderConfig:
+    name: str = setting("baseline", one_of(*GRADER_NAMES))  # answer equivalence for rewards and eval
+
+
+@dataclass
+class EvalConfig:
+    name: str = setting("greedy", one_of("greedy", "none"))
+    benchmarks: list[str] = setting(["math500", "math_val210", "ext240"], each(one_of(*BENCHMARK_NAMES)))
+    max_new_tokens: int = setting(2048, at_least(1))  # paper tokens (scaled by profile.length_scale)
+    batch_size: int = setting(32, at_least(1))  # changes bf16 grades (paper §5.4), so part of the identity
+    limit: Optional[int] = setting(None, at_least(1))  # first `limit` items of each benchmark
+    before: bool = True  # read out the untrained policy too
+    after: bool = True
+
+
+@dataclass
+class ProfileConfig:
+    name: str = setting("paper", NON_EMPTY)
+    # every paper length budget is multiplied by this: rollout and eval caps (tokens), tree
+    # constants, and the derivation gate (characters before the last \boxed)
+    length_scale: float = setting(1.0, between(0, 1, low_open=True))
+
+
+@dataclass
+class TrainConfig:
+    steps: int = setting(50, at_least(0))  # single-question steps (0: read out only); step s uses row s % rows
+    lr: float = setting(1e-5, above(0))
+    betas: tuple[float, float] = setting((0.9, 0.999), each(between(0, 1)))
+    adam_eps: float = setting(1e-8, above(0))
+    weight_decay: float = setting(0.01, at_least(0))
+    grad_clip: float = setting(1.0, above(0))  # max global grad norm (a negative one would flip the gradient)
+    loss_recipe: str = setting("scale_then_sum", one_of(*LOSS_RECIPES))  # sum_then_scale: Arm 1's recipe
+    backward_micro_batch: Optional[int] = setting(None, at_least(1))  # rollouts per backward chunk; None = all
+    active_steps: Optional[int] = setting(None, at_least(1))  # train until this many active steps
+    max_steps: int = setting(1000, at_least(1))  # step budget when training to a number of active steps
+    accumulate_questions: int = setting(1, at_least(1))  # questions per optimizer update
+    unit_question_grad: bool = False  # scale each question's gradient to unit norm before accumulating
+    # [first, last] steps (1-based) of the FP32 Polyak average that is read out
+    tail_average: Optional[list[int]] = setting(None, each(at_least(1)))
+    write_every: int = setting(10, at_least(1), identity=False)  # rewrite the ledger tables every N steps
+    checkpoint_every: int = setting(10, at_least(1), identity=False)  # save checkpoint.pt every N steps
+    # torch intra-op CPU threads; None = torch's default. Part of the identity: it changes float reductions.
+    num_threads: Optional[int] = setting(None, at_least(1))
+
+
+@dataclass
+class RunConfig:
+    out_root: str = setting("outputs/runs", NON_EMPTY, identity=False)
+    # an unfinished folder without a usable checkpoint: restart (move it aside, never delete) | error
+    on_unfinished: str = setting("restart", one_of("restart", "error"), identity=False)
+    wait_for_lock: bool = setting(False, identity=False)  # another process runs it: wait (True) or exit
+
+
+@dataclass
+class Config:
+    arm: str = setting("custom", NON_EMPTY)
+    # The paper arm this preset reproduces, per horizon in paper tokens: `stopped_tree` is Arm 5 at
+    # 512 and Arm 12 at 1024 ({512: "5", 1024: "12"}); Table 3 ablations give their names. A label,
+    # not part of the run's identity; `paper_arm(cfg)` reads it.
+    paper_arms: dict[int, str] = setting({}, identity=False)
+    seed: int = setting(42, between(0, 2**63 - 1))
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
+    optimizer_step: OptimizerStepConfig = field(default_factory=OptimizerStepConfig)
+    horizon: HorizonConfig = field(default_factory=HorizonConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    grader: GraderConfig = field(default_factory=GraderConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+
+def paper_arm(cfg: Config) -> str:
+    """The paper arm a run reproduces ("1".."19" or a Table 3 ablation name); "" when none."""
+    return cfg.paper_arms.get(cfg.horizon.tokens, "")
+
+
+def scaled_length(paper_length: int, length_scale: float) -> int:
+    """A paper length budget (tokens or characters) in this profile's units (at least 1)."""
+    return max(1, round(paper_length * length_scale))
+
+
+def register_configs() -> None:
+    """The schema as Hydra's `base_config`, and the `${pid:}` resolver of output folder names (cached,
+    so a launch and its jobs agree on it, as Hydra's `${now:}`): two launches in the same second never
+    share a Hydra output folder."""
+    ConfigStore.instance().store(name="base_config", node=Config)
+    if not OmegaConf.has_resolver("pid"):
+        OmegaConf.register_new_resolver("pid", lambda: str(os.getpid()), use_cache=True)

@@ -1,0 +1,61 @@
+"""One writer per run folder: an exclusive `fcntl.flock` held for the life of the run.
+
+The lock file sits beside the run folder (`.<name>.lock` in the arm's folder), not inside it, so it
+stays put when an unfinished folder is moved aside. It holds the holder's pid, host and start time,
+which a second process reports when it finds the lock taken: it then exits (`RunBusyError`) or,
+with `run.wait_for_lock=true`, waits for the holder to finish. The kernel drops the lock when the
+holder dies (even under `kill -9`), so a stale lock file never blocks anyone.
+
+What this relies on: `flock` semantics on the file system that holds `run.out_root`. Local file
+systems have them; Linux NFS clients emulate `flock` with NFS byte-range locks (NFSv4, or v3 with a
+lock manager); Lustre needs the `flock` mount option. Where flock is a no-op (some FUSE or
+`-o localflock` mounts seen from several hosts), two hosts could still run the same folder.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class RunBusyError(RuntimeError):
+    """Another process holds the run's lock; the message names its pid and host."""
+
+
+def lock_path(run_dir: Path) -> Path:
+    return run_dir.parent / f".{run_dir.name}.lock"
+
+
+def holder(run_dir: Path) -> str:
+    """Who holds (or last held) the lock, in words."""
+    try:
+        info = json.loads(lock_path(run_dir).read_text() or "{}")
+    except (OSError, ValueError):
+        return "an unknown process"
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.get("started", 0)))
+    return f"pid {info.get('pid', '?')} on host {info.get('host', '?')} (since {started})"
+
+
+@contextmanager
+def run_lock(run_dir: Path, wait: bool = False):
+    """Hold the run's lock for the body; raise RunBusyError at once if taken (unless `wait`)."""
+    path = lock_path(run_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise RunBusyError(f"{run_dir} is being run by {holder(run_dir)}; this process writes nothing "
+                               "(rerun with run.wait_for_lock=true to wait for it)") from None
+        me = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, me, 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock

@@ -1,0 +1,60 @@
+"""A finished run's manifest: the size and sha256 of every file it wrote, checked by collect and verify.
+
+`manifest.json` is written after the run's last table and `run.json` and before `DONE`. It lists
+every regular file of the folder except itself, `DONE`, the resumable checkpoint (removed once the
+run is done) and temporary files. `verify_manifest` reports a missing, resized or altered file, a
+file the manifest does not know, and a missing or unreadable manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+MANIFEST = "manifest.json"
+NOT_LISTED = {MANIFEST, "DONE", "checkpoint.pt"}
+
+
+def _listed(run_dir: Path) -> list[Path]:
+    return sorted(p for p in run_dir.iterdir()
+                  if p.is_file() and p.name not in NOT_LISTED and not p.name.startswith("."))
+
+
+def file_digest(path: Path) -> dict:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return {"size": path.stat().st_size, "sha256": h.hexdigest()}
+
+
+def manifest_bytes(run_dir: Path) -> bytes:
+    files = {p.name: file_digest(p) for p in _listed(Path(run_dir))}
+    return json.dumps({"files": files}, indent=2, sort_keys=True).encode()
+
+
+def verify_manifest(run_dir) -> list[str]:
+    """Problems with a run folder's files against its manifest; empty when everything is intact."""
+    run_dir = Path(run_dir)
+    path = run_dir / MANIFEST
+    try:
+        listed = json.loads(path.read_text())["files"]
+    except FileNotFoundError:
+        return [f"{path}: missing (a run finished before manifests, or damaged)"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return [f"{path}: unreadable ({err})"]
+    problems = []
+    for name, want in sorted(listed.items()):
+        file = run_dir / name
+        if not file.is_file():
+            problems.append(f"{file}: listed in the manifest but missing")
+            continue
+        have = file_digest(file)
+        if have["size"] != want.get("size"):
+            problems.append(f"{file}: {have['size']} bytes, the manifest says {want.get('size')}")
+        elif have["sha256"] != want.get("sha256"):
+            problems.append(f"{file}: content differs from the manifest (sha256 {have['sha256'][:12]}, "
+                            f"expected {str(want.get('sha256'))[:12]})")
+    problems += [f"{p}: not in the manifest" for p in _listed(run_dir) if p.name not in listed]
+    return problems

@@ -1,0 +1,132 @@
+"""Every setting is checked when the config is built: ranges, choices, unknown keys, combinations."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+import pytest
+
+from rlvr_sweep import config as C
+from rlvr_sweep.config import ConfigError, check_config
+from tests.helpers import compose_cfg, run_cli
+
+SMOKE = ["+arm=ra_flat", "profile=smoke"]
+
+# The settings an audit found accepted silently, with the words the error must contain.
+REFUSED = {
+    "train.grad_clip=-1": "train.grad_clip=-1.0: must be > 0",
+    "sampler.group_size=3": "sampler.group_size=3: must be even",
+    "sampler.group_size=1": "sampler.group_size=1: must be >= 2",
+    "horizon.tokens=0": "horizon.tokens=0: must be >= 1",
+    "sampler.top_p=2": "sampler.top_p=2.0: must lie in (0, 1]",
+    "eval.batch_size=0": "eval.batch_size=0: must be >= 1",
+    "eval.limit=0": "eval.limit=0: must be >= 1",
+    "train.write_every=0": "train.write_every=0: must be >= 1",
+    "data.limit=0": "data.limit=0: must be >= 1",
+    "train.steps=-1": "train.steps=-1: must be >= 0",
+    "eval.benchmarks=[math501]": "eval.benchmarks=['math501']: each item must be one of",
+    "sampler.temperature=0": "sampler.temperature=0.0: must be > 0",
+    "model.dtype=fp8": "model.dtype='fp8': must be one of ['bfloat16', 'float16', 'float32']",
+}
+
+
+@pytest.mark.parametrize("override", REFUSED)
+def test_out_of_range_settings_are_refused_naming_key_value_and_range(override):
+    with pytest.raises(ConfigError) as err:
+        compose_cfg([*SMOKE, override])
+    assert REFUSED[override] in str(err.value)
+
+
+def test_every_problem_is_listed_at_once():
+    with pytest.raises(ConfigError) as err:
+        compose_cfg([*SMOKE, "train.grad_clip=-1", "eval.batch_size=0"])
+    assert "train.grad_clip" in str(err.value) and "eval.batch_size" in str(err.value)
+
+
+def test_unknown_keys_are_refused():
+    with pytest.raises(ConfigError, match=r"unknown config key\(s\) \['train.stpes'\]"):
+        compose_cfg([*SMOKE, "+train.stpes=5"])
+    with pytest.raises(ConfigError, match=r"\['typo'\]"):
+        compose_cfg([*SMOKE, "+typo=1"])
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["estimator=tree_mean"], "sampler.name='flat' draws no tree"),
+    (["+arm=stopped_tree", "train.loss_recipe=sum_then_scale"], "needs one advantage per sequence"),
+    (["reward.gate_chars=null"], "a gated reward needs gate_chars"),
+    (["+arm=stopped_tree", "sampler.split_tokens=50"], "T_max must be >= T_min"),
+    (["train.tail_average=[160,170]"], "starts after the last step"),
+    (["+arm=stopped_tree_accum", "train.steps=6"], "not a multiple of train.accumulate_questions=4"),
+])
+def test_settings_that_cannot_go_together(overrides, words):
+    base = ["profile=smoke"] if overrides[0].startswith("+arm") else SMOKE
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        compose_cfg([*base, *overrides])
+
+
+def test_check_config_guards_configs_built_in_python():
+    cfg = C.Config()
+    cfg.train.grad_clip = -1.0
+    with pytest.raises(ConfigError, match="train.grad_clip"):
+        check_config(cfg)
+    assert check_config(C.Config()) is not None
+
+
+def test_every_setting_declares_what_it_may_hold():
+    """Every field that is not a plain flag (or the paper-arm label) carries at least one rule."""
+    def walk(cls, prefix=""):
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if dataclasses.is_dataclass(f.default_factory) if f.default_factory is not dataclasses.MISSING else False:
+                yield from walk(f.default_factory, prefix + f.name + ".")
+            elif hints[f.name] is not bool and f.name != "paper_arms":
+                yield prefix + f.name, f.metadata.get("rules", ())
+    missing = [key for key, rules in walk(C.Config) if not rules]
+    assert missing == []
+
+
+def test_declared_choices_match_the_stage_registries():
+    from rlvr_sweep import data
+    from rlvr_sweep.credit import ESTIMATORS, TREE_ESTIMATORS
+    from rlvr_sweep.reward import GRADERS, REWARDS
+    from rlvr_sweep.rollout import SAMPLERS
+    from rlvr_sweep.update import HOMOGENEOUS_STEPS, LOSS_RECIPES
+
+    assert set(C.SAMPLER_NAMES) == set(SAMPLERS)
+    assert set(C.ESTIMATOR_NAMES) == set(ESTIMATORS) | set(TREE_ESTIMATORS)
+    assert set(C.REWARD_NAMES) == set(REWARDS) and set(C.GRADER_NAMES) == set(GRADERS)
+    assert tuple(C.HOMOGENEOUS_STEPS) == tuple(HOMOGENEOUS_STEPS) and tuple(C.LOSS_RECIPES) == tuple(LOSS_RECIPES)
+    assert set(C.BENCHMARK_NAMES) == set(data.benchmark_names())
+
+
+def test_bookkeeping_settings_do_not_change_the_run_identity():
+    from rlvr_sweep.store import config_hash, run_dir_for
+
+    base = compose_cfg(SMOKE)
+    same = compose_cfg([*SMOKE, "train.write_every=3", "train.checkpoint_every=7", "run.out_root=elsewhere",
+                        "run.on_unfinished=error", "run.wait_for_lock=true", "data.root=/data"])
+    assert config_hash(base) == config_hash(same) and run_dir_for(same).name == run_dir_for(base).name
+    for changed in ("train.lr=3e-5", "eval.batch_size=16", "train.num_threads=2", "seed=7"):
+        assert config_hash(compose_cfg([*SMOKE, changed])) != config_hash(base), changed
+
+
+def test_a_bad_setting_stops_a_single_run_with_one_line_before_writing(tmp_path):
+    proc = run_cli([*SMOKE, "train.grad_clip=-1", "run.out_root=runs"], cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "ConfigError: invalid config: train.grad_clip=-1.0: must be > 0" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "runs").exists()
+
+
+def test_a_sweep_with_a_bad_setting_is_not_launched(tmp_path):
+    proc = run_cli([*SMOKE, "train.grad_clip=-1", "run.out_root=runs", "-m", "seed=1,2"], cwd=tmp_path)
+    assert proc.returncode == 2 and "Sweep not launched: job 1 of 2" in proc.stderr
+    assert "train.grad_clip=-1.0: must be > 0" in proc.stderr and not (tmp_path / "runs").exists()
+
+
+def test_data_is_checked_before_the_model_loads(tmp_path):
+    """A missing data folder is reported (one line) even though the model folder is missing too."""
+    proc = run_cli(["+arm=ra_flat", "profile=smoke", "eval.benchmarks=[math500]", f"data.root={tmp_path}/nowhere",
+                    f"model.path={tmp_path}/no_model", "run.out_root=runs"], cwd=tmp_path)
+    assert proc.returncode == 2 and "DataError: data file not found" in proc.stderr and "math500.jsonl" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "runs").exists()

@@ -1,0 +1,121 @@
+"""Runs you can trust under races and bad files: one writer per run, a finished run never touched,
+checkpoints that cannot run code, temporary files cleaned up, bookkeeping that resumes."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rlvr_sweep import store
+from rlvr_sweep.run import checkpoint, run, train
+from rlvr_sweep.store.lock import lock_path
+from tests.conftest import REPO
+from tests.helpers import compose_cfg
+
+SMOKE = ["+arm=ra_flat", "profile=smoke", "eval.limit=4"]
+
+
+def cli(tmp_path, *extra):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
+    return [sys.executable, "-m", "rlvr_sweep", *SMOKE, "run.out_root=runs", *extra], env
+
+
+def test_the_same_command_twice_runs_once(tmp_path):
+    """A second launch while the first runs writes nothing and says who holds the run; a third that
+    waits for the lock finds the run finished and skips it; the finished folder is never moved."""
+    cmd, env = cli(tmp_path, "train.steps=40", "train.write_every=1")
+    first = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run_dir = store.run_dir_for(compose_cfg([*SMOKE, "train.steps=40", f"run.out_root={tmp_path}/runs"]))
+    deadline = time.monotonic() + 120
+    while not (run_dir / "steps.parquet").exists() and time.monotonic() < deadline:  # it holds the lock by now
+        time.sleep(0.1)
+    assert (run_dir / "steps.parquet").exists(), "the first launch never started training"
+    second = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    waiter = subprocess.Popen([*cmd, "run.wait_for_lock=true"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    assert first.wait(timeout=600) == 0, first.stdout.read()[-3000:]
+    waited = waiter.communicate(timeout=120)[0]
+    assert second.returncode == 3
+    assert f"is being run by pid {first.pid} on host" in second.stderr and "writes nothing" in second.stderr
+    assert waiter.returncode == 0 and "skipping finished run" in waited
+    assert [p.name for p in run_dir.parent.iterdir() if not p.name.startswith(".")] == [run_dir.name]
+    assert store.is_finished(run_dir) and store.verify_manifest(run_dir) == []
+    # each launch logged into its own Hydra output folder (pid in the name), none shared
+    hydra_dirs = list((tmp_path / "outputs" / "hydra").glob("*/*"))
+    assert len(hydra_dirs) == 3 and len({d.name.rsplit("_", 1)[-1] for d in hydra_dirs}) == 3
+
+
+def test_a_finished_run_is_never_moved_and_leftovers_of_a_kill_are_removed(tmp_path):
+    cfg = compose_cfg([*SMOKE, "train.steps=2", f"run.out_root={tmp_path}"])
+    run(cfg)
+    run_dir = store.run_dir_for(cfg)
+    sealed = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    (run_dir / checkpoint.CHECKPOINT).write_bytes(b"left by a kill between DONE and its removal")
+    (run_dir / f".steps.parquet.tmp-{os.getpid() + 1}").write_bytes(b"half a table")
+    again = run(cfg)
+    assert again["skipped"] and {p.name: p.read_bytes() for p in run_dir.iterdir()} == sealed
+    assert [p.name for p in run_dir.parent.iterdir() if not p.name.startswith(".")] == [run_dir.name]
+
+
+class Exploit:
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def unfinished_run_with(tmp_path, payload: bytes, *extra):
+    """An unfinished run folder (config.yaml, a 'running' run.json) holding `payload` as its checkpoint."""
+    cfg = compose_cfg([*SMOKE, "train.steps=2", f"run.out_root={tmp_path}", *extra])
+    run_dir = store.run_dir_for(cfg)
+    store.prepare_run_dir(cfg, run_dir)
+    store.atomic_write_json(run_dir / store.RUN_JSON, {"status": "running"})
+    (run_dir / checkpoint.CHECKPOINT).write_bytes(payload)
+    return cfg, run_dir
+
+
+def test_a_crafted_checkpoint_never_runs_code_and_the_run_starts_over(tmp_path, caplog):
+    exploit = Exploit()
+    exploit.marker = tmp_path / "pwned"
+    cfg, run_dir = unfinished_run_with(tmp_path, pickle.dumps({"config_hash": "x", "boom": exploit}))
+    info = run(cfg)
+    assert not exploit.marker.exists()
+    assert info["status"] == "finished" and "resumed_from_step" not in info
+    (moved,) = [p for p in run_dir.parent.iterdir() if store.is_stale(p)]
+    assert (moved / checkpoint.CHECKPOINT).is_file()  # moved aside whole, nothing deleted
+    assert f"{run_dir / checkpoint.CHECKPOINT} cannot be loaded" in caplog.text
+
+
+@pytest.mark.parametrize("payload", [b"", b"\x80\x04truncated"], ids=["empty", "truncated"])
+def test_an_unreadable_checkpoint_is_named_and_stops_the_run_when_asked(tmp_path, payload):
+    cfg, run_dir = unfinished_run_with(tmp_path, payload, "run.on_unfinished=error")
+    with pytest.raises(store.UnfinishedRunError) as err:
+        run(cfg)
+    assert f"{run_dir / checkpoint.CHECKPOINT} cannot be loaded" in str(err.value)
+    assert (run_dir / checkpoint.CHECKPOINT).read_bytes() == payload  # untouched
+
+
+def test_a_relaunch_with_other_bookkeeping_resumes_and_removes_temporary_files(tmp_path, monkeypatch):
+    base = [*SMOKE, "train.steps=12", "train.checkpoint_every=5", f"run.out_root={tmp_path}"]
+    real = train._step_row
+
+    def crash_at_step_7(step, *args):
+        if step == 7:
+            raise KeyboardInterrupt("simulated kill")
+        return real(step, *args)
+
+    monkeypatch.setattr(train, "_step_row", crash_at_step_7)
+    with pytest.raises(KeyboardInterrupt):
+        run(compose_cfg(base))
+    monkeypatch.setattr(train, "_step_row", real)
+    run_dir = store.run_dir_for(compose_cfg(base))
+    (run_dir / f".pairs.parquet.tmp-{os.getpid() + 1}").write_bytes(b"partial")
+    resumed = run(compose_cfg([*base, "train.write_every=3", "train.checkpoint_every=4"]))
+    assert resumed["resumed_from_step"] == 5 and resumed["run_dir"] == str(run_dir.resolve())
+    assert not list(run_dir.glob(".*.tmp-*")) and store.verify_manifest(run_dir) == []
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
+    assert lock_path(run_dir).is_file()

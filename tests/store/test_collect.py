@@ -1,0 +1,112 @@
+"""A strict results store: manifests, and a collect that includes only finished, intact,
+current-schema runs, lists what it skipped and why, and refuses what would be wrong."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from rlvr_sweep import store
+from rlvr_sweep.run import run
+from rlvr_sweep.store import CollectError, collect, verify_manifest
+from rlvr_sweep.store.manifest import manifest_bytes
+from tests.helpers import compose_cfg
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """One real finished smoke run (2 steps, 4 eval items); tests copy it into sweeps of their own."""
+    root = tmp_path_factory.mktemp("source")
+    cfg = compose_cfg(["+arm=ra_flat", "profile=smoke", "train.steps=2", "eval.limit=4", f"run.out_root={root}"])
+    run(cfg)
+    return store.run_dir_for(cfg)
+
+
+def sweep_of(tmp_path, finished_run, *names):
+    """A sweep root holding copies of the finished run under `names` (profile/arm/run layout)."""
+    root = tmp_path / "runs"
+    for name in names:
+        shutil.copytree(finished_run, root / "smoke" / "ra_flat" / name)
+    return root
+
+
+def test_a_finished_run_is_sealed_by_its_manifest(finished_run):
+    manifest = json.loads((finished_run / store.MANIFEST).read_text())["files"]
+    assert set(manifest) == {"config.yaml", "run.json", "steps.parquet", "rollouts.parquet", "pairs.parquet",
+                             "grades.parquet"}
+    assert verify_manifest(finished_run) == []
+    assert not (finished_run / "checkpoint.pt").exists() and not list(finished_run.glob(".*.tmp-*"))
+
+
+def test_collect_takes_intact_runs_and_lists_everything_it_skipped(tmp_path, finished_run):
+    root = sweep_of(tmp_path, finished_run, "good", "flipped", "no_grades", "garbage_json", "old_schema",
+                    "unfinished", "good.stale-20260101-000000-1")
+    data = (root / "smoke/ra_flat/flipped/steps.parquet").read_bytes()
+    middle = len(data) // 2
+    (root / "smoke/ra_flat/flipped/steps.parquet").write_bytes(data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1:])
+    (root / "smoke/ra_flat/no_grades/grades.parquet").unlink()
+    (root / "smoke/ra_flat/garbage_json/run.json").write_text("{not json")
+    table = pq.read_table(root / "smoke/ra_flat/old_schema/pairs.parquet")
+    pq.write_table(table.replace_schema_metadata({b"rlvr_sweep.schema_version": b"1"}),
+                   root / "smoke/ra_flat/old_schema/pairs.parquet")
+    old = root / "smoke/ra_flat/old_schema"  # written whole by another version: its manifest agrees
+    (old / store.MANIFEST).write_bytes(manifest_bytes(old))
+    (root / "smoke/ra_flat/unfinished/DONE").unlink()
+
+    with pytest.raises(CollectError) as err:
+        collect(root)
+    message = str(err.value)
+    assert "5 of 6 run(s)" in message and "allow_skipped=True" in message
+    out = collect(root, allow_skipped=True)
+    assert out["runs"]["run_dir"].tolist() == [str(root / "smoke/ra_flat/good")]
+    reasons = dict(zip(out["skipped"]["run_dir"].str.rsplit("/", n=1).str[-1], out["skipped"]["reason"]))
+    assert "steps.parquet: content differs from the manifest" in reasons["flipped"]
+    assert "grades.parquet: listed in the manifest but missing" in reasons["no_grades"]
+    assert "garbage_json/run.json: unreadable" in reasons["garbage_json"]
+    assert "pairs.parquet: written with result schema 1, this code reads 2" in reasons["old_schema"]
+    assert reasons["unfinished"] == "unfinished (run.json status: finished)"  # a run.json alone proves nothing
+    assert len(out["grades"]) == 8 and len(out["steps"]) == 2
+    assert set(out["steps"]["paper_arm"]) == {"4"}
+
+
+def test_collect_finds_runs_at_any_depth_and_says_where_it_looked(tmp_path, finished_run):
+    root = sweep_of(tmp_path, finished_run, "good")
+    assert len(collect(tmp_path)["runs"]) == 1  # one level too high still finds it
+    assert len(collect(root / "smoke" / "ra_flat" / "good")["runs"]) == 1  # the run folder itself
+    with pytest.raises(CollectError, match=f"found no run under {tmp_path / 'runs' / 'smoke'}"):
+        (root / "smoke" / "ra_flat" / "good" / "run.json").rename(tmp_path / "moved.json")
+        collect(root / "smoke")
+    with pytest.raises(CollectError, match="no such folder"):
+        collect(tmp_path / "nowhere")
+
+
+def test_moved_aside_folders_are_not_runs(tmp_path, finished_run):
+    root = sweep_of(tmp_path, finished_run, "good", "good.stale-20260101-000000-7")
+    out = collect(root)
+    assert len(out["runs"]) == 1 and len(out["skipped"]) == 0 and len(out["steps"]) == 2
+
+
+def test_two_folders_with_the_same_run_are_refused_naming_both(tmp_path, finished_run):
+    root = sweep_of(tmp_path, finished_run, "a", "b")
+    with pytest.raises(CollectError, match="two folders hold the same run") as err:
+        collect(root)
+    assert str(root / "smoke/ra_flat/a") in str(err.value) and str(root / "smoke/ra_flat/b") in str(err.value)
+
+
+def test_collect_command_exits_non_zero_when_it_skipped_a_run(tmp_path, finished_run):
+    root = sweep_of(tmp_path, finished_run, "good", "unfinished")
+    info = json.loads((root / "smoke/ra_flat/unfinished/run.json").read_text())
+    info["seed"] = 999
+    (root / "smoke/ra_flat/unfinished/run.json").write_text(json.dumps(info))
+    (root / "smoke/ra_flat/unfinished/DONE").unlink()
+    cmd = [sys.executable, "-m", "rlvr_sweep.store", "collect", str(root), "--out", str(tmp_path / "out" / "sweep")]
+    strict = subprocess.run(cmd, capture_output=True, text=True)
+    assert strict.returncode == 2 and "unfinished (run.json status: finished)" in strict.stderr
+    allowed = subprocess.run([*cmd, "--allow-skipped"], capture_output=True, text=True)
+    assert allowed.returncode == 0 and "collected 1 runs" in allowed.stdout and "(1 skipped)" in allowed.stdout
+    assert (tmp_path / "out" / "sweep.skipped.parquet").is_file()
