@@ -146,6 +146,16 @@ def test_paper_check_root_restart():
     assert group_pls[2] == [0, 0, 0, 0, 49, 49, 49, 49]
 
 
+@pytest.mark.parametrize("mode, expected", [("terminal_dup", (0.5, 0.5)), ("root_resample", (0.5, 0.25))])
+def test_paper_law_by_exact_enumeration(mode, expected):
+    """PASS 2 without sampling: P(branch b = [EOS]) on the 4-outcome policy at p = 1/2, enumerated.
+    Stopped tree keeps both siblings at p; root restart gives branch 2 p * p."""
+    marg = exact_marginals(ScriptedPolicy(four_outcome, EOS, [NL], seed=0), mode,
+                           midpoint_min_len=32, long_eos_len=104, **PAPER_TREE)
+    assert tuple(sum(p for y, p in m.items() if y == (EOS,)) for m in marg) == expected
+    assert all(sum(m.values()) == pytest.approx(1.0, abs=1e-15) for m in marg)
+
+
 def test_paper_check_midpoint_short_roots_restart():
     """The 4-outcome policy's early EOS is 1 token long (< midpoint_min_len): a tau_zero pair whose
     branch 2 is redrawn from the prompt, so P(Y2 = EOS) = p^2 = 0.25 as in root restart."""

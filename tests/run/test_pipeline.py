@@ -133,3 +133,20 @@ def test_arm11_switches_from_warmup_to_trees_at_an_update_boundary(tmp_path):
     assert (warm.groupby(warm.index // 4).nunique() == 1).all()  # no update mixes warmup and trees
     assert warm.loc[switch + 1] and not warm.iloc[-1]
     assert int(warm.sum()) == 4 * (switch // 4 + 1) and 4 * int(warm.sum()) % 16 == 0
+
+
+def test_the_gate_is_wired_into_training(tmp_path):
+    """A real 2-step ra_flat smoke run: its stored rollouts regrade with no disagreement, every rollout
+    whose last `\\boxed` starts before the scaled gate (4 characters) has reward 0, and at least one of
+    those was a correct bare guess, so a run without the gate would have rewarded it."""
+    from rlvr_sweep import verify
+
+    info = run(smoke_cfg(tmp_path, "eval=none"))
+    assert info["gate_chars"] == 4
+    rollouts = results.read_table(info["run_dir"], "rollouts")
+    gated = rollouts[rollouts["text"].str.rfind("\\boxed") < 4]
+    assert (gated["reward"] == 0).all() and (gated["correct"] == 1).sum() >= 1
+    passed = rollouts[rollouts["text"].str.rfind("\\boxed") >= 4]
+    assert (passed["reward"] == passed["correct"]).all()
+    check = verify.regrade_run(info["run_dir"])
+    assert check["tables"]["rollouts"]["checked"] == 16 and check["disagreements"] == []

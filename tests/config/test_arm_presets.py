@@ -1,0 +1,58 @@
+"""Every arm preset, composed, holds the paper's recipe (Table 1, Table 3, §3.2, §4): one row per arm,
+written by hand from the paper."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlvr_sweep.config import paper_arm
+from tests.conftest import CONF_DIR
+from tests.helpers import compose_cfg
+
+COLUMNS = ("sampler", "estimator", "beta", "step", "gate", "recipe", "horizon", "data", "limit", "warmup", "accumulate",
+           "unit_norm", "zero_mass", "active", "steps", "max_steps", "tail", "split", "paper")
+FLAT, TREE = ("flat", "grpo", 0.0), ("stopped_tree", "tree_mean")
+ROWS = {  # columns as COLUMNS; alpha is 0.5, K x B = 4 x 2, T_min 96, G = 8 everywhere
+    "baseline":           (*FLAT, "full_backward", None, "sum_then_scale", 512, "math_train", None, 0, 1, False, False, None, 50, 1000, None, 160, "1"),
+    "zero_grad_flat":     (*FLAT, "zero_grad", None, "scale_then_sum", 512, "math_train", None, 0, 1, False, False, None, 50, 1000, None, 160, "2"),
+    "gate_flat":          (*FLAT, "skip", 30, "scale_then_sum", 512, "math_train", None, 0, 1, False, False, None, 50, 1000, None, 160, "3"),
+    "ra_flat":            (*FLAT, "zero_grad", 30, "scale_then_sum", 512, "math_train", None, 0, 1, False, False, None, 50, 1000, None, 160, "4"),
+    "stopped_tree":       (*TREE, 0.0, "zero_grad", 30, "scale_then_sum", 512, "math_train", None, 3, 1, False, False, None, 50, 1000, None, 160, "5"),
+    "stopped_tree_bonus": (*TREE, 0.25, "zero_grad", 30, "scale_then_sum", 512, "math_train", None, 3, 1, False, False, None, 50, 1000, None, 160, "6"),
+    "root_restart":       ("root_restart", "tree_mean", 0.0, "zero_grad", 30, "scale_then_sum", 512, "math_train", None, 3, 1, False, False, None, 50, 1000, None, 160, "7"),
+    "root_restart_bonus": ("root_restart", "tree_mean", 0.25, "zero_grad", 30, "scale_then_sum", 512, "math_train", None, 3, 1, False, False, None, 50, 1000, None, 160, "8"),
+    "midpoint_ra_mst":    ("midpoint", "tree_mean", 0.25, "zero_grad", 30, "scale_then_sum", 512, "math_train", None, 3, 1, False, False, None, 50, 1000, None, 160, "9"),
+    "midpoint_mst":       ("midpoint", "tree_mean", 0.25, "zero_grad", 30, "scale_then_sum", 512, "math_train", None, 0, 1, False, False, None, 50, 1000, None, 160, "10"),
+    "stopped_tree_accum": (*TREE, 0.0, "zero_grad", 30, "scale_then_sum", 512, "math_train_stratified", 100, 3, 4, True, True, None, 100, 1000, None, 160, "11"),
+    "ablate_skip":        (*FLAT, "skip", None, "scale_then_sum", 512, "math_train", None, 0, 1, False, False, None, 50, 1000, None, 160, "ablate_skip"),
+    "ablate_selective":   ("midpoint", "clamped_prefix", 0.25, "zero_grad", 30, "scale_then_sum", 512, "math_train", None, 0, 1, False, False, None, 50, 1000, None, 160, "ablate_selective"),
+    "mst_act30":          ("midpoint", "tree_mean", 0.25, "zero_grad", 30, "scale_then_sum", 512, "math_train", None, 0, 1, False, False, 30, 50, 1000, None, 160, "mst_act30"),
+    "mst_zpd_act35":      ("midpoint", "tree_mean", 0.25, "zero_grad", 30, "scale_then_sum", 512, "math_train_zpd", None, 0, 1, False, False, 35, 50, 90, None, 160, "mst_zpd_act35"),
+    "ra_mst_tail50":      ("midpoint", "tree_mean", 0.25, "zero_grad", 30, "scale_then_sum", 512, "math_train", None, 3, 1, False, False, None, 50, 1000, [26, 50], 160, "ra_mst_tail50"),
+    "stopped_tree_h1024": (*TREE, 0.0, "zero_grad", 30, "scale_then_sum", 1024, "math_train", None, 3, 1, False, True, None, 50, 1000, None, 240, "stopped_tree_h1024"),
+}
+
+
+def observed(cfg) -> tuple:
+    s, e, t = cfg.sampler, cfg.estimator, cfg.train
+    return (s.name, e.name, e.beta, cfg.optimizer_step.name, cfg.reward.gate_chars, t.loss_recipe, cfg.horizon.tokens,
+            cfg.data.name, cfg.data.limit, s.bifurcate_after_active, t.accumulate_questions, t.unit_question_grad,
+            e.zero_cont_token_mass, t.active_steps, t.steps, t.max_steps, t.tail_average, s.split_tokens, paper_arm(cfg))
+
+
+def test_the_table_covers_every_arm_file():
+    assert sorted(ROWS) == sorted(p.stem for p in (CONF_DIR / "arm").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("arm", sorted(ROWS))
+def test_arm_preset_is_the_papers_recipe(arm):
+    cfg = compose_cfg([f"+arm={arm}"])
+    got = dict(zip(COLUMNS, observed(cfg)))
+    want = dict(zip(COLUMNS, ROWS[arm]))
+    assert got == want
+    s, e, t = cfg.sampler, cfg.estimator, cfg.train
+    assert (e.alpha, e.std, e.eps, s.K, s.B, s.t_min, s.group_size, s.temperature, s.top_p) == \
+        (0.5, "unbiased", 1e-4, 4, 2, 96, 8, 0.8, 0.9)
+    assert (t.lr, t.grad_clip, t.weight_decay, tuple(t.betas), t.adam_eps) == (1e-5, 1.0, 0.01, (0.9, 0.999), 1e-8)
+    assert (cfg.model.hub_id, cfg.model.dtype, cfg.eval.max_new_tokens, cfg.eval.batch_size) == \
+        ("Qwen/Qwen3-0.6B-Base", "bfloat16", 2048, 32)
