@@ -12,9 +12,12 @@ import rlvr_sweep
 
 PACKAGE = Path(rlvr_sweep.__file__).parent
 # Lowest first: a module may import its own stage and the stages before it, never one after it.
-STAGES = ["config", "data", "policy", "rollout", "reward", "credit", "update", "store", "evaluation", "run",
-          "sweep", "verify"]
-NEVER_THE_TRAINER = {"verify": {"run", "sweep"}}  # reads stored tables and pure functions only
+STAGES = ["config", "data", "policy", "rollout", "reward", "credit", "update", "store", "evaluation", "analysis",
+          "run", "sweep", "verify"]
+NEVER_THE_TRAINER = {  # these read stored tables and pure functions only
+    "verify": {"run", "sweep"},
+    "analysis": {"policy", "rollout", "credit", "update", "evaluation", "run", "sweep"},
+}
 
 
 def stage_of(module: str) -> str | None:

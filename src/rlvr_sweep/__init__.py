@@ -11,6 +11,7 @@ The subpackages are the pipeline's stages; each imports only the stages above it
     update      loss and optimizer step
     store       run folders and parquet tables
     evaluation  read-outs of a policy on benchmarks
+    analysis    the paper's tables, bootstrap CIs, FLOP proxies, voting and figures (reads tables only)
     run         one run: read out, train, read out
     sweep       command line, pre-launch checks, sweep summary
     verify      recomputation of stored results (reads tables, never the trainer)

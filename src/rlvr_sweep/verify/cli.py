@@ -1,4 +1,12 @@
-"""Check stored grades against the verifier, and compare graders.
+"""Check stored grades against the verifier, compare graders, and run the paper's PASS 1-3.
+
+`python -m rlvr_sweep.verify all SWEEP_ROOT [--tables DIR]`
+    PASS 1 (every stored grade and rollout reward regraded, each finished run folder intact against
+    its manifest), PASS 2 (analytic checks: sampler laws by exact enumeration, Proposition 2,
+    zero-gradient AdamW) and PASS 3 (pair conservation laws, token totals from the ledgers, Tables 1-3
+    rebuilt from the stored rows; with --tables, the tables saved by `analysis tables --out DIR` too).
+    One line per pass with its counts (`rlvr_sweep.verify.passes`). Exit 0: every pass ok; 1: a
+    problem (listed under its pass); 2: bad input (no finished run under SWEEP_ROOT).
 
 `python -m rlvr_sweep.verify regrade OUTPUT_DIR [--all]`
     Every run folder under OUTPUT_DIR (one with a `run.json`; finished runs only, i.e. with the
@@ -49,6 +57,7 @@ from rlvr_sweep.verify.compare import (
     COMPARE_FILES, DEFAULT_SHOW, BadInput, _label, compare, compare_run, find_runs, format_compare,
     format_compare_run,
 )
+from rlvr_sweep.verify.passes import run_all
 from rlvr_sweep.verify.regrade import FROM_RUN, _fmt_pct, _total, format_run, regrade_run
 
 EXIT_OK, EXIT_DISAGREE, EXIT_BAD_INPUT = 0, 1, 2
@@ -64,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m rlvr_sweep.verify", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("all", help="PASS 1-3 over a sweep; exit 1 on any problem")
+    p.add_argument("output_dir", help="a sweep root (e.g. outputs/runs) or one run folder's parent")
+    p.add_argument("--tables", default=None, help="a folder written by `analysis tables --out`: rebuild and compare")
     p = sub.add_parser("regrade", help="recompute stored grades and rewards; exit 1 on disagreement")
     p.add_argument("output_dir", help="one run folder or a sweep root")
     p.add_argument("--all", action="store_true", help="include unfinished runs (no DONE marker)")
@@ -100,9 +112,19 @@ def _run_regrade(args) -> int:
     return EXIT_DISAGREE if n else EXIT_OK
 
 
+def _run_all(args) -> int:
+    results = run_all(args.output_dir, args.tables, echo=lambda r: _print(r.lines()))
+    failed = [r.name for r in results if not r.ok]
+    print(f"== verify all: {len(results) - len(failed)}/{len(results)} passes ok "
+          f"({sum(r.seconds for r in results):.1f}s)" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return EXIT_DISAGREE if failed else EXIT_OK
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command == "all":
+            return _run_all(args)
         if args.command == "regrade":
             return _run_regrade(args)
         if args.command == "compare":

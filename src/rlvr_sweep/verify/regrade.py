@@ -65,11 +65,28 @@ def run_grader(run_dir) -> tuple[str, str | None]:
     return name, None
 
 
-def _reward_fn(grader: str):
-    """(text, gold, gate_chars) -> spec §5 reward with `grader`; `training_reward` for the baseline."""
-    if grader == "baseline":
+def _memoised(grade, cache: dict | None):
+    """`grade` remembering each (pred, gold) outcome in `cache` (shared across a sweep's runs by `verify
+    all`): the same wrong answer recurs across rollouts, and the base read-out is identical in every run,
+    so most symbolic checks would be repeats. None: no memo."""
+    if cache is None:
+        return grade
+
+    def remembered(pred, gold):
+        key = (pred, gold)
+        if key not in cache:
+            cache[key] = bool(grade(pred, gold))
+        return cache[key]
+
+    return remembered
+
+
+def _reward_fn(grader: str, grade=None):
+    """(text, gold, gate_chars) -> spec §5 reward with `grader`; `training_reward` for the baseline,
+    unless a (memoised) `grade` is given: then the same formula with that grade."""
+    if grader == "baseline" and grade is None:
         return grading.training_reward
-    grade = graders.get_grader(grader)
+    grade = grade or graders.get_grader(grader)
 
     def reward(text, gold, gate_chars=None) -> float:
         if not isinstance(text, str) or not grading.passes_gate(text, gate_chars):
@@ -136,10 +153,11 @@ def _pct(part: int, whole: int) -> float | None:
     return 100.0 * part / whole if whole else None
 
 
-def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN) -> dict:
+def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache: dict | None = None) -> dict:
     """Regrade one run folder's grades.parquet and rollouts.parquet (see module docstring).
 
-    `grader`: "run" (the run's configured grader) or a name in `graders.GRADERS`."""
+    `grader`: "run" (the run's configured grader) or a name in `graders.GRADERS`. `cache`: a dict to
+    remember grade outcomes per (grader, pred, gold) in, across runs (None: grade every item afresh)."""
     run_dir = Path(run_dir)
     label = label or str(run_dir)
     info = _read_run_json(run_dir)
@@ -147,7 +165,10 @@ def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN) -> di
     grader_note = None
     if grader == FROM_RUN:
         grader, grader_note = run_grader(run_dir)
-    grade, reward = graders.get_grader(grader), _reward_fn(grader)
+    grade = graders.get_grader(grader)
+    if cache is not None:
+        grade = _memoised(grade, cache.setdefault(grader, {}))
+    reward = _reward_fn(grader, grade if cache is not None else None)
     grades = _read_table(run_dir, "grades", GRADES_COLUMNS)
     rollouts = _read_table(run_dir, "rollouts", ROLLOUTS_COLUMNS)
     before = grading.stats()

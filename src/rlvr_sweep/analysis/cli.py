@@ -1,0 +1,80 @@
+"""`python -m rlvr_sweep.analysis tables|figures SWEEP_ROOT --out DIR`.
+
+`tables` prints Tables 1, 2A, 2B, 3, 4 (cross-seed greedy) and the prefix audit as markdown and saves
+each as `DIR/<name>.parquet` plus `DIR/tables.md`; `figures` writes Figure 1, Figure 2 and the
+training curves as PNG and PDF into DIR. SWEEP_ROOT is the folder above the profiles
+(`outputs/runs`) or one profile's folder. Exit 0 when the sweep was read (a table or figure that
+cannot be built says why and is skipped), 2 when SWEEP_ROOT holds no finished, intact run or an option is
+bad. Runs that are unfinished or damaged are left out and named (`verify all` says what is wrong).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from rlvr_sweep.analysis.contrasts import SHIPPED, load_contrasts
+from rlvr_sweep.analysis.figures import FIGURES
+from rlvr_sweep.analysis.report import TABLES, build_tables, save_tables
+from rlvr_sweep.analysis.source import load_sweep
+from rlvr_sweep.store import CollectError
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m rlvr_sweep.analysis", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in (("tables", "print and save the paper's tables"), ("figures", "write the figures")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("root", help="sweep root (e.g. outputs/runs)")
+        p.add_argument("--out", required=True, help="output folder")
+        p.add_argument("--profile", default=None, help="only this profile's runs (smoke, paper, ...)")
+    t = sub.choices["tables"]
+    t.add_argument("--contrasts", default=None,
+                   help=f"Table 2B rows: a YAML file or a shipped list {sorted(SHIPPED)} "
+                        "(default: the list of the sweep's profile)")
+    t.add_argument("--only", default=",".join(TABLES), help=f"comma-separated subset of {','.join(TABLES)}")
+    t.add_argument("--resamples", type=int, default=4000, help="bootstrap resamples (default 4000)")
+    t.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    started = time.perf_counter()
+    root = Path(args.root)
+    try:
+        sweep = load_sweep(root, profile=args.profile)
+        contrasts = load_contrasts(args.contrasts) if getattr(args, "contrasts", None) else None
+        only = [n.strip() for n in getattr(args, "only", "").split(",") if n.strip()]
+        if args.command == "tables" and any(n not in TABLES for n in only):
+            raise ValueError(f"--only {args.only!r}: valid tables are {list(TABLES)}")
+    except (CollectError, FileNotFoundError, ValueError) as err:
+        print(f"analysis: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not len(sweep.runs):
+        print(f"analysis: error: no finished, intact run under {root}", file=sys.stderr)
+        for note in sweep.notes:
+            print(f"  {note}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    head = f"{len(sweep.runs)} runs, {len(sweep.units())} arms, benchmarks {sweep.benchmarks()}"
+    if args.command == "tables":
+        tables = build_tables(sweep, contrasts, args.resamples, args.seed, only)
+        for table in tables.values():
+            print(table.markdown() + "\n", flush=True)
+        written = save_tables(tables, args.out, [f"sweep {root}: {head}", *sweep.notes])
+        print(f"wrote {len(written)} files to {args.out} ({time.perf_counter() - started:.1f}s; {head})")
+        for note in sweep.notes:
+            print(f"note: {note}")
+        return EXIT_OK
+    written = []
+    for name, draw in FIGURES.items():
+        paths, why = draw(sweep, args.out)
+        written += paths
+        print(f"{name}: " + (why if why else ", ".join(str(p) for p in paths)), flush=True)
+    print(f"wrote {len(written)} files to {args.out} ({time.perf_counter() - started:.1f}s; {head})")
+    return EXIT_OK

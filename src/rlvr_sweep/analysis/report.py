@@ -1,0 +1,79 @@
+"""Every table of a sweep at once, and how they are saved: `<name>.parquet` (the numbers) and
+`tables.md` (what `python -m rlvr_sweep.analysis tables` prints).
+
+Table 2B's contrast list defaults to the shipped list of the sweep's profile (`smoke` for smoke
+runs, the paper's 26 rows otherwise); any YAML list can be given instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from rlvr_sweep.analysis.audit import build_audit
+from rlvr_sweep.analysis.census import build_table2a
+from rlvr_sweep.analysis.contrasts import Contrast, build_table2b, load_contrasts
+from rlvr_sweep.analysis.render import Table
+from rlvr_sweep.analysis.source import Sweep
+from rlvr_sweep.analysis.table1 import build_table1
+from rlvr_sweep.analysis.table3 import build_table3
+from rlvr_sweep.analysis.table4 import build_table4
+
+TABLES = ("table1", "table2a", "table2b", "table3", "table4", "audit")
+
+
+def default_contrasts(sweep: Sweep) -> list[Contrast]:
+    profiles = sorted(sweep.runs["profile"].unique()) if len(sweep.runs) else []
+    lists = dict.fromkeys("smoke" if p == "smoke" else "paper" for p in profiles) or {"paper": None}
+    return [c for name in lists for c in load_contrasts(name)]
+
+
+def build_tables(sweep: Sweep, contrasts: list[Contrast] | None = None, n_resamples: int = 4000,
+                 seed: int = 0, only=TABLES) -> dict[str, Table]:
+    """{name: Table} for the names in `only`; a table that cannot be built carries its reason."""
+    unknown = [n for n in only if n not in TABLES]
+    if unknown:
+        raise ValueError(f"unknown table(s) {unknown}; valid: {list(TABLES)}")
+    builders = {
+        "table1": lambda: build_table1(sweep),
+        "table2a": lambda: build_table2a(sweep),
+        "table2b": lambda: build_table2b(sweep, default_contrasts(sweep) if contrasts is None else contrasts,
+                                         n_resamples, seed),
+        "table3": lambda: build_table3(sweep),
+        "table4": lambda: build_table4(sweep, n_resamples, seed),
+        "audit": lambda: build_audit(sweep),
+    }
+    return {name: builders[name]() for name in only}
+
+
+def parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """List-valued columns (per-seed values) with a missing cell: the cell becomes None, which parquet
+    stores as a null list instead of failing on a float NaN."""
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype == object and out[column].map(lambda v: isinstance(v, list)).any():
+            out[column] = out[column].map(lambda v: v if isinstance(v, list) else None)
+    return out
+
+
+def save_tables(tables: dict[str, Table], out, notes=()) -> list[Path]:
+    """Write each built table's numbers as parquet and all of them as one markdown file."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, table in tables.items():
+        path = out / f"{name}.parquet"
+        if table.why:
+            path.unlink(missing_ok=True)  # a stale file from an earlier build would pass for this one
+            continue
+        parquet_safe(table.frame).to_parquet(path, index=False)
+        written.append(path)
+    text = "\n\n".join([*(f"- {n}" for n in notes)] + [t.markdown() for t in tables.values()]) + "\n"
+    (out / "tables.md").write_text(text)
+    return [*written, out / "tables.md"]
+
+
+def read_saved(out, name: str) -> pd.DataFrame | None:
+    path = Path(out) / f"{name}.parquet"
+    return pd.read_parquet(path) if path.is_file() else None

@@ -1,0 +1,202 @@
+"""A sweep as analysis sees it: the collated tables, one run per (profile, arm, horizon, seed).
+
+`load_sweep(root)` wraps `rlvr_sweep.store.collect` and adds what the tables need to be grouped:
+`unit` (profile/arm/h<horizon>: the seeds of one arm), a printable `label` ("5. stopped_tree",
+"12. stopped_tree h1024", "ablate_skip"), and from each run's stored config.yaml the profile's
+`length_scale` and the `optimizer_step` / `accumulate_questions` that PASS 3 needs. When an arm and
+seed were run twice with different settings the newest finished run is kept and a note says so.
+`item_matrix` aligns one arm's per-item outcomes across seeds for the bootstrap (paper §5.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from rlvr_sweep.store import RUN_KEYS, collect
+
+TABLE_NAMES = ("steps", "rollouts", "pairs", "grades")
+PAPER_SEEDS = (42, 101, 7)  # the paper's seed order: candidate 0, 1, 2 of cross-seed voting
+# benchmark order of the paper's tables; others follow alphabetically
+BENCHMARK_ORDER = ("math500", "math_val210", "ext240", "gsm8k200", "amc23", "toy_heldout")
+BENCHMARK_NAMES = {"math500": "MATH-500", "math_val210": "Val210", "ext240": "Ext240", "gsm8k200": "GSM8K-200",
+                   "amc23": "AMC23-40", "toy_heldout": "toy_heldout"}
+ABLATIONS = ("ablate_skip", "ablate_selective", "mst_act30", "mst_zpd_act35", "ra_mst_tail50", "stopped_tree_h1024")
+
+
+def seed_order(seed) -> tuple:
+    return (PAPER_SEEDS.index(seed), 0) if seed in PAPER_SEEDS else (len(PAPER_SEEDS), seed)
+
+
+def benchmark_order(name: str) -> tuple:
+    base = name.split("/")[0]
+    return (BENCHMARK_ORDER.index(base) if base in BENCHMARK_ORDER else len(BENCHMARK_ORDER), name)
+
+
+def is_paper_number(paper_arm) -> bool:
+    return isinstance(paper_arm, str) and paper_arm.isdigit()
+
+
+def _unit_order(row) -> tuple:
+    pa = row["paper_arm"] or ""
+    if is_paper_number(pa):
+        rank = (0, int(pa), "")
+    elif pa:
+        rank = (1, ABLATIONS.index(pa) if pa in ABLATIONS else len(ABLATIONS), pa)
+    else:
+        rank = (2, 0, row["arm"])
+    return (row["profile"], *rank, row["horizon"])
+
+
+def _label(row, several_profiles: bool) -> str:
+    pa, arm, horizon = row["paper_arm"] or "", row["arm"], int(row["horizon"])
+    # the paper labels arms by number; a number already names its horizon (5 at 512, 12 at 1024)
+    name = f"{pa}. {arm}" if is_paper_number(pa) else pa or arm
+    if horizon != 512:
+        name += f" h{horizon}"
+    return f"[{row['profile']}] {name}" if several_profiles else name
+
+
+def _config_fields(run_dir) -> dict:
+    """The few settings analysis needs that run.json does not hold, from the run's config.yaml."""
+    path = Path(run_dir) / "config.yaml" if isinstance(run_dir, str) and run_dir else None
+    try:
+        cfg = yaml.safe_load(path.read_text()) if path and path.is_file() else {}
+    except (OSError, yaml.YAMLError):
+        cfg = {}
+    cfg = cfg if isinstance(cfg, dict) else {}
+    get = lambda group, key, default: (cfg.get(group) or {}).get(key, default)  # noqa: E731
+    return {"length_scale": float(get("profile", "length_scale", 1.0)),
+            "optimizer_step": get("optimizer_step", "name", None),
+            "accumulate_questions": int(get("train", "accumulate_questions", 1) or 1)}
+
+
+@dataclass
+class Sweep:
+    runs: pd.DataFrame
+    steps: pd.DataFrame
+    rollouts: pd.DataFrame
+    pairs: pd.DataFrame
+    grades: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_tables(cls, tables: dict, notes=()) -> "Sweep":
+        """A Sweep from `collect`-shaped tables (hand-made ones in tests too)."""
+        notes = list(notes)
+        runs = tables["runs"].copy()
+        # run.json fields the tables read; a run written without one gets a missing value, not a KeyError
+        defaults = {"profile": "", "paper_arm": "", "finished_at": 0.0, "run_dir": "", "params": np.nan,
+                    "horizon_tokens": np.nan, "eval_max_new_tokens": np.nan, "lengths.audit_prefix": np.nan,
+                    "gate_chars": None}
+        for column, default in defaults.items():
+            if column not in runs.columns:
+                runs[column] = default
+        runs["paper_arm"] = runs["paper_arm"].fillna("").astype(str)
+        runs["profile"] = runs["profile"].fillna("").astype(str)
+        if len(runs):
+            runs = runs.sort_values("finished_at", kind="stable")
+            twice = runs.duplicated(["profile", "arm", "horizon", "seed"], keep="last")
+            for _, r in runs[twice].iterrows():
+                notes.append(f"{r['profile']}/{r['arm']} h{r['horizon']} seed {r['seed']} was run more than once; "
+                             f"kept the newest run, not config {r['config_hash']}")
+            runs = runs[~twice]
+            extra = pd.DataFrame([_config_fields(d) for d in runs["run_dir"]], index=runs.index)
+            for column in extra.columns:
+                if column not in runs.columns:
+                    runs[column] = extra[column]
+            several = runs["profile"].nunique() > 1
+            runs["unit"] = [f"{p}/{a}/h{h}" for p, a, h in zip(runs["profile"], runs["arm"], runs["horizon"])]
+            runs["label"] = [_label(r, several) for _, r in runs.iterrows()]
+            runs["unit_order"] = [_unit_order(r) for _, r in runs.iterrows()]
+            runs["seed_order"] = [seed_order(s) for s in runs["seed"]]
+            runs = runs.sort_values(["unit_order", "seed_order"], kind="stable").reset_index(drop=True)
+        else:
+            runs = runs.assign(unit=pd.Series(dtype=str), label=pd.Series(dtype=str))
+        keys = runs[[*RUN_KEYS, "unit"]] if len(runs) else None
+        out = {}
+        for name in TABLE_NAMES:
+            frame = tables.get(name)
+            if frame is None or keys is None or not len(frame) or not set(RUN_KEYS) <= set(frame.columns):
+                out[name] = pd.DataFrame(columns=[*RUN_KEYS, "unit"])
+                continue
+            out[name] = frame.merge(keys, on=list(RUN_KEYS), how="inner")  # drops the runs not kept
+        return cls(runs=runs, notes=notes, **out)
+
+    def units(self) -> list[str]:
+        """Every arm of the sweep (profile/arm/h<horizon>), in the paper's order."""
+        return list(dict.fromkeys(self.runs["unit"])) if len(self.runs) else []
+
+    def runs_of(self, unit: str, seeds=None) -> pd.DataFrame:
+        runs = self.runs[self.runs["unit"] == unit]
+        return runs if seeds is None else runs[runs["seed"].isin(list(seeds))]
+
+    def label(self, unit: str) -> str:
+        return self.runs_of(unit)["label"].iloc[0]
+
+    def ref(self, unit: str) -> str:
+        """A contrast reference that names this unit: "arm@h<horizon>" (see `resolve`)."""
+        run = self.runs_of(unit).iloc[0]
+        return f"{run['arm']}@h{run['horizon']}"
+
+    def benchmarks(self, phase: str = "trained") -> list[str]:
+        g = self.grades
+        names = g.loc[g["phase"] == phase, "benchmark"].unique() if len(g) else []
+        return sorted(names, key=benchmark_order)
+
+    def resolve(self, ref: str, profile: str | None = None) -> str | None:
+        """The unit a contrast's arm reference names: a paper arm label ("5", "ablate_selective"), else an
+        arm name (optionally "arm@h1024"). None when the sweep lacks it (or it is ambiguous)."""
+        runs = self.runs if profile is None else self.runs[self.runs["profile"] == profile]
+        ref = str(ref)
+        hit = runs[runs["paper_arm"] == ref]
+        if not len(hit):
+            arm, _, horizon = ref.partition("@h")
+            hit = runs[runs["arm"] == arm]
+            if horizon:
+                hit = hit[hit["horizon"].astype(str) == horizon]
+        units = list(dict.fromkeys(hit["unit"]))
+        return units[0] if len(units) == 1 else None
+
+
+def load_sweep(root, profile: str | None = None) -> Sweep:
+    """Every finished, intact run under `root` (optionally one profile) as a `Sweep`.
+
+    Runs that `collect` leaves out (unfinished, damaged, another schema) are not analysed; each is
+    named in `Sweep.notes` with the reason. Raises `rlvr_sweep.store.CollectError` when `root` holds
+    no run folder at all or two folders hold the same run."""
+    tables = collect(Path(root), allow_skipped=True)
+    notes = [f"left out {r.run_dir}: {r.reason}" for r in tables["skipped"].itertuples()]
+    if profile is not None and len(tables["runs"]):
+        keep = tables["runs"][tables["runs"]["profile"] == profile]
+        tables = {**tables, "runs": keep}
+    return Sweep.from_tables(tables, notes)
+
+
+def grade_rows(sweep: Sweep, unit: str, benchmark: str, phase: str = "trained") -> pd.DataFrame:
+    """The unit's grade rows of one benchmark ("ext240/gsm8k200" selects that source of ext240)."""
+    name, _, source = benchmark.partition("/")
+    g = sweep.grades
+    rows = g[(g["unit"] == unit) & (g["benchmark"] == name) & (g["phase"] == phase)]
+    return rows[rows["source"] == source] if source else rows
+
+
+def item_matrix(sweep: Sweep, unit: str, benchmark: str, metric: str = "correct", phase: str = "trained",
+                seeds=None) -> tuple[list, list, np.ndarray]:
+    """(seeds, item_ids, values (seeds, items)) of one arm: `metric` (correct / capped) as 0/1 per seed and
+    item, items in the benchmark's order and limited to those every listed seed has."""
+    rows = grade_rows(sweep, unit, benchmark, phase)
+    if seeds is not None:
+        rows = rows[rows["seed"].isin(list(seeds))]
+    if not len(rows):
+        return [], [], np.zeros((0, 0))
+    found = sorted(rows["seed"].unique(), key=seed_order)
+    table = rows.pivot_table(index="item_id", columns="seed", values=metric, aggfunc="first")
+    table = table.dropna()
+    order = rows.drop_duplicates("item_id").set_index("item_id")["index"]
+    table = table.loc[sorted(table.index, key=lambda i: order[i])]
+    return found, list(table.index), table[found].to_numpy(dtype=float).T

@@ -1,0 +1,160 @@
+"""Table 1 (seed paper §5.2): per arm, accuracy mean ± SD with per-seed values on every benchmark,
+cap hits on the main benchmark, token totals, FLOP proxies and seconds; the base model is its own row.
+
+Accuracies come from the stored grade rows (not run.json), token totals from run.json `totals` (PASS 3
+checks that they equal the steps ledger), the proxies from each run's own parameter count. Cap hits
+(`AllCap2048`: responses that hit the read-out cap) and `IncTrunc` (capped and wrong) are counted on
+MATH-500, or on the sweep's first benchmark when it has no MATH-500 (smoke: toy_heldout).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from rlvr_sweep.analysis.flops import TOKEN_KEYS, ledger_tokens, proxies
+from rlvr_sweep.analysis.render import Table, mean_sd_text, num, per_seed, tflops
+from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep, grade_rows
+from rlvr_sweep.analysis.stats import mean_sd
+
+BASE_LABEL = "base model (0 updates)"
+
+
+def cap_benchmark(sweep: Sweep) -> str | None:
+    names = sweep.benchmarks()
+    return "math500" if "math500" in names else (names[0] if names else None)
+
+
+def parts_of(sweep: Sweep, benchmark: str) -> list[str]:
+    """`benchmark/source` names of a combined benchmark (ext240: gsm8k200, amc23); [] when it has one source."""
+    g = sweep.grades
+    sources = g.loc[g["benchmark"] == benchmark, "source"].unique() if len(g) else []
+    return [f"{benchmark}/{s}" for s in sources] if len(sources) > 1 else []
+
+
+def seed_values(sweep: Sweep, unit: str, benchmark: str, column: str, phase: str = "trained",
+                how: str = "mean") -> dict:
+    """{seed: 100 x mean (or count) of a grades column} for one arm and benchmark."""
+    rows = grade_rows(sweep, unit, benchmark, phase)
+    grouped = rows.groupby("seed")[column]
+    values = grouped.mean() * 100 if how == "mean" else grouped.sum()
+    order = list(sweep.runs_of(unit)["seed"])
+    return {s: float(values[s]) for s in order if s in values.index}
+
+
+def run_proxies(run) -> dict:
+    return proxies(ledger_tokens({c: run[f"totals.{c}"] for c in _TOTAL_COLUMNS}), run["params"])
+
+
+_TOTAL_COLUMNS = ("gen_tokens", "prefill_tokens", "padded_prefill_tokens", "untrimmed_steps", "bwd_out_tokens",
+                  "bwd_full_tokens")
+
+
+def _arm_row(sweep: Sweep, unit: str, benchmarks: list[str], cap_bench: str | None) -> dict:
+    runs = sweep.runs_of(unit)
+    row = {"label": sweep.label(unit), "unit": unit, "paper_arm": runs["paper_arm"].iloc[0],
+           "arm": runs["arm"].iloc[0], "horizon": int(runs["horizon"].iloc[0]), "n_seeds": len(runs),
+           "seeds": "/".join(str(s) for s in runs["seed"])}
+    for b in benchmarks:
+        vals = seed_values(sweep, unit, b, "correct")
+        if vals:
+            m, sd = mean_sd(list(vals.values()))
+            row.update({f"{b}.mean": m, f"{b}.sd": sd, f"{b}.per_seed": list(vals.values()),
+                        f"{b}.seeds": list(vals)})
+    if cap_bench:
+        caps = seed_values(sweep, unit, cap_bench, "capped", how="sum")
+        inc = seed_values(sweep, unit, cap_bench, "inc_trunc", how="sum")
+        if caps:
+            row.update({"allcap.mean": float(np.mean(list(caps.values()))), "allcap.per_seed": list(caps.values()),
+                        "inctrunc.mean": float(np.mean(list(inc.values())))})
+    if all(f"totals.{c}" in runs.columns for c in _TOTAL_COLUMNS):
+        tokens = runs[[f"totals.{c}" for c in _TOTAL_COLUMNS]].astype(float).mean()
+        row.update({f"tok.{k}": tokens[f"totals.{c}"] for k, c in zip(TOKEN_KEYS, _TOTAL_COLUMNS)})
+        if "params" in runs.columns and runs["params"].notna().all():
+            p = pd.DataFrame([run_proxies(r) for _, r in runs.iterrows()]).mean()
+            row.update({"tflops.out": p["out"], "tflops.full": p["full"], "tflops.pad_full": p["pad_full"]})
+    for column, key in (("totals.seconds", "seconds"), ("wall_seconds", "wall_seconds")):
+        if column in runs.columns:
+            row[key] = float(runs[column].astype(float).mean())
+    return row
+
+
+def _base_row(sweep: Sweep, benchmarks: list[str], cap_bench: str | None) -> dict | None:
+    """The untrained policy: every run read it out (greedy, so the same numbers unless settings differ)."""
+    g = sweep.grades
+    base = g[g["phase"] == "base"] if len(g) else g
+    if not len(base):
+        return None
+    row = {"label": BASE_LABEL, "unit": "", "paper_arm": "", "arm": "base", "horizon": 0,
+           "n_seeds": int(base["config_hash"].nunique()), "seeds": ""}
+    for b in benchmarks:
+        name, _, source = b.partition("/")
+        rows = base[(base["benchmark"] == name) & ((base["source"] == source) if source else True)]
+        if len(rows):
+            per_run = rows.groupby("config_hash")["correct"].mean() * 100
+            m, sd = mean_sd(per_run.to_numpy())
+            row.update({f"{b}.mean": m, f"{b}.sd": 0.0 if len(per_run) == 1 else sd,
+                        f"{b}.per_seed": [m], f"{b}.seeds": [], f"{b}.n_correct": float(rows.groupby("config_hash")["correct"].sum().mean()),
+                        f"{b}.n_items": float(rows.groupby("config_hash").size().mean())})
+    if cap_bench:
+        rows = base[base["benchmark"] == cap_bench]
+        if len(rows):
+            row.update({"allcap.mean": float(rows.groupby("config_hash")["capped"].sum().mean()),
+                        "allcap.per_seed": [], "inctrunc.mean": float(rows.groupby("config_hash")["inc_trunc"].sum().mean())})
+    # 0 updates: no training tokens, no training FLOPs (the paper's "0 [0] / 0 [0] / 0 / 0k", "0.0 (0s)")
+    row.update({f"tok.{k}": 0.0 for k in TOKEN_KEYS})
+    row.update({"tflops.out": 0.0, "tflops.full": 0.0, "tflops.pad_full": 0.0, "seconds": 0.0})
+    return row
+
+
+def build_table1(sweep: Sweep) -> Table:
+    title = "Table 1: accuracy, cap hits, tokens and FLOP proxies per arm (§5.2)"
+    units = sweep.units()
+    if not units:
+        return Table.unbuilt("table1", title, "the sweep has no finished runs")
+    main = sweep.benchmarks()
+    benchmarks = [x for b in main for x in [b, *parts_of(sweep, b)]]
+    cap_bench = cap_benchmark(sweep)
+    rows = [_arm_row(sweep, u, benchmarks, cap_bench) for u in units]
+    base = _base_row(sweep, benchmarks, cap_bench)
+    frame = pd.DataFrame(([base] if base else []) + rows)
+    return Table("table1", title, frame, _display(frame, main, benchmarks, cap_bench),
+                 notes=[f"cap hits counted on {cap_bench} (read-out cap: run.json eval_max_new_tokens)"]
+                 if cap_bench else [])
+
+
+def _display(frame: pd.DataFrame, main: list[str], benchmarks: list[str], cap_bench: str | None) -> pd.DataFrame:
+    out = []
+    for _, r in frame.iterrows():
+        d = {"Arm": r["label"]}
+        for b in main:
+            name = BENCHMARK_NAMES.get(b, b)
+            d[name] = _acc_text(r, b)
+            parts = [p for p in benchmarks if p.startswith(b + "/")]
+            if parts:
+                d[f"{name} parts ({' / '.join(p.split('/')[1] for p in parts)})"] = " / ".join(
+                    num(r.get(f"{p}.mean"), 2) for p in parts)
+        if cap_bench:
+            caps = r.get("allcap.per_seed")
+            seeds = f" ({per_seed(caps, 0)})" if isinstance(caps, list) and len(caps) > 1 else ""
+            d[f"AllCap ({BENCHMARK_NAMES.get(cap_bench, cap_bench)}) / IncTrunc"] = (
+                f"{num(r.get('allcap.mean'), 1)}{seeds} / {num(r.get('inctrunc.mean'), 1)}")
+        k = lambda key: num(r.get(key, float("nan")) / 1e3, 1)  # noqa: E731
+        d["Tokens gen [untrim] / pref [pad] / bwd_out / bwd_full (k)"] = (
+            f"{k('tok.gen')} [{k('tok.untrim_gen')}] / {k('tok.pref')} [{k('tok.pad_pref')}] / "
+            f"{k('tok.bwd_out')} / {k('tok.bwd_full')}")
+        d["Out / Full / PadFull TFLOPs"] = " / ".join(tflops(r.get(f"tflops.{x}")) for x in ("out", "full", "pad_full"))
+        d["Sec"] = num(r.get("seconds"), 1)
+        out.append(d)
+    return pd.DataFrame(out)
+
+
+def _acc_text(r, b: str) -> str:
+    mean = r.get(f"{b}.mean")
+    if mean is None or (isinstance(mean, float) and np.isnan(mean)):
+        return "—"
+    if r["label"] == BASE_LABEL:
+        sd = r.get(f"{b}.sd", 0.0)
+        count = f" ({num(r.get(f'{b}.n_correct'), 0)}/{num(r.get(f'{b}.n_items'), 0)})"
+        return f"{num(mean)}{count}" + (f" ± {num(sd)} over runs" if sd and not np.isnan(sd) else "")
+    return mean_sd_text(mean, r[f"{b}.sd"], r[f"{b}.per_seed"])

@@ -1,0 +1,98 @@
+"""Table 4, cross-seed greedy part (seed paper §5.5): the k seeds' greedy answers to each item voted.
+
+Per arm and benchmark the candidates of an item are the arm's trained greedy responses, one per seed
+in the paper's order (42, 101, 7; candidate 0 is seed 42). Reported: Mean@1, Rand-, MaxLen- and
+MDL-Maj@k (with MDL's fallback count `fb`), MDL - MaxLen with a paired question bootstrap CI, Oracle
+Pass@k, the test tokens of the k read-outs and the Out TFLOPs of training the k checkpoints.
+A response that hit the read-out cap without a `\\boxed` answer counts as an empty answer (the
+paper's e_i = ""), whatever number the fallback extracted. The cap is the run's read-out cap and
+MDL's lower bound 15 tokens is scaled like every paper length (`rlvr_sweep.config.scaled_length`).
+`summarize_votes` is the reusable part: sampled and forked read-outs vote through it too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from rlvr_sweep.analysis.render import Table, ci_text, num
+from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep, grade_rows
+from rlvr_sweep.analysis.stats import bootstrap_ci
+from rlvr_sweep.analysis.table1 import run_proxies
+from rlvr_sweep.analysis.voting import Candidate, vote_detail
+from rlvr_sweep.config import scaled_length
+
+MDL_MIN_LEN = 15  # paper tokens: MDL's eligibility window is 15 <= L < cap (§5.5)
+
+
+def summarize_votes(items: list[list[Candidate]], cap: int, min_len: int, n_resamples: int = 4000,
+                    seed: int = 0) -> dict:
+    """The voting columns of Table 4 over items (each a list of k candidates), accuracies in %."""
+    k = len(items[0])
+    votes = {rule: [vote_detail(c, rule, cap, min_len) for c in items] for rule in ("rand", "maxlen", "mdl")}
+    value = {rule: np.array([v.value for v in vs]) for rule, vs in votes.items()}
+    correct = np.array([[float(c.correct) for c in cands] for cands in items])  # (items, k)
+    diff = value["mdl"] - value["maxlen"]
+    _, lo, hi = bootstrap_ci(diff, "question", n_resamples, seed)  # paired: the same items for both rules
+    return {"k": k, "n_items": len(items), "mean1": 100 * correct.mean(), "rand": 100 * value["rand"].mean(),
+            "maxlen": 100 * value["maxlen"].mean(), "mdl": 100 * value["mdl"].mean(),
+            "fb": int(sum(v.fallback for v in votes["mdl"])), "mdl_minus_maxlen": 100 * diff.mean(),
+            "diff_lo": 100 * lo, "diff_hi": 100 * hi, "oracle": 100 * correct.max(axis=1).mean(),
+            "test_tokens": int(sum(c.length for cands in items for c in cands))}
+
+
+def item_candidates(rows: pd.DataFrame, seeds: list) -> list[list[Candidate]]:
+    """One candidate list per item every seed answered, in the items' order and the given seed order."""
+    rows = rows.assign(answer=rows["extracted"].where(~rows["capped_unboxed"].astype(bool), ""))
+    by = {s: g.set_index("item_id") for s, g in rows.groupby("seed")}
+    order = by[seeds[0]].sort_values("index").index
+    common = [i for i in order if all(i in by[s].index for s in seeds)]
+    return [[Candidate(by[s].at[i, "answer"] or "", int(by[s].at[i, "length"]), float(by[s].at[i, "correct"]))
+             for s in seeds] for i in common]
+
+
+def build_table4(sweep: Sweep, n_resamples: int = 4000, seed: int = 0) -> Table:
+    title = "Table 4 (cross-seed greedy): k-seed voting, MDL vs MaxLen, Oracle Pass@k (§5.5)"
+    rows = []
+    for unit in sweep.units():
+        runs = sweep.runs_of(unit)
+        for b in sweep.benchmarks():
+            g = grade_rows(sweep, unit, b)
+            seeds = [s for s in runs["seed"] if s in set(g["seed"])]
+            if len(seeds) < 2:
+                continue
+            used = runs[runs["seed"].isin(seeds)]
+            if used["eval_max_new_tokens"].isna().any():
+                continue  # MDL's window needs the read-out cap the run recorded
+            cap = int(used["eval_max_new_tokens"].min())
+            min_len = scaled_length(MDL_MIN_LEN, float(used["length_scale"].iloc[0]))
+            items = item_candidates(g, seeds)
+            if not items:
+                continue
+            train = sum(run_proxies(r)["out"] for _, r in used.iterrows()) if used["params"].notna().all() else np.nan
+            rows.append({"label": sweep.label(unit), "unit": unit, "benchmark": b, "seeds": list(seeds), "cap": cap,
+                         "min_len": min_len, "train_tflops_out": train, "n_resamples": n_resamples, "boot_seed": seed,
+                         **summarize_votes(items, cap, min_len, n_resamples, seed)})
+    if not rows:
+        return Table.unbuilt("table4", title, "no arm has trained read-outs from two or more seeds")
+    frame = pd.DataFrame(rows)
+    return Table("table4", title, frame, _display(frame),
+                 notes=[f"MDL window {int(frame['min_len'].iloc[0])} <= L < cap (15 and 2048 paper tokens, scaled); "
+                        "CI: paired question bootstrap, nominal, conditional on the checkpoints"])
+
+
+def _display(frame: pd.DataFrame) -> pd.DataFrame:
+    out = []
+    for _, r in frame.iterrows():
+        k = r["k"]  # the number of seeds voting (3 in the paper)
+        out.append({
+            "Arm (seeds; train cost, test tokens)": (f"{r['label']} ({'/'.join(str(s) for s in r['seeds'])}; "
+                                                     f"{k}x ckpt = {num(r['train_tflops_out'], 3 if r['train_tflops_out'] < 1 else 1)} "
+                                                     f"TFLOPs, TestTok = {num(r['test_tokens'] / 1e3, 1)}k)"),
+            "Benchmark (N)": f"{BENCHMARK_NAMES.get(r['benchmark'], r['benchmark'])} ({r['n_items']})",
+            "Mean@1": num(r["mean1"]), "Rand-Maj@k": num(r["rand"]), "MaxLen-Maj@k": num(r["maxlen"]),
+            "MDL-Maj@k (fb)": f"{num(r['mdl'])} ({r['fb']})",
+            "MDL - MaxLen (95% CI)": f"{num(r['mdl_minus_maxlen'], 2, True)} ({ci_text(r['diff_lo'], r['diff_hi'])})",
+            "Oracle Pass@k": num(r["oracle"]),
+        })
+    return pd.DataFrame(out)

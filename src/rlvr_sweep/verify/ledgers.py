@@ -1,0 +1,136 @@
+"""PASS 3, ledger laws: every stored pair obeys the token conservation laws, and step and run token
+totals reconstruct from the rollout and pair ledgers (paper §4.2 "Executed Pair Breakdown", §5.1, §7).
+
+Per pair (Cap = the run's rollout horizon, `horizon_tokens`):
+  stage1_leaf_tokens + stage2_generated = l0 + l1;  0 <= l_b - pl_b <= Cap - pl_b;
+  flat / flat_warmup / tau_zero: tau = pl0 = pl1 = 0;  causal_non_eos and midpoint splits: pl0 = pl1 = tau > 0;
+  terminal_dup: pl0 = pl1 = tau = l0 = l1, no stage-2 token, r0 = r1 (one absorbing leaf, duplicated);
+  and the pair's (pl, l, r) equal its two rollouts' rows.
+Per step: leaf tokens = sum of rollout lengths = sum over pairs of l0 + l1; the stored rewards are the
+rollouts' in order; `active` means the rewards differ; untrimmed >= generated, padded >= unpadded prefill;
+backward tokens: an update that ran a backward counts the leaf tokens (bwd_out) and leaf + prompt
+tokens (bwd_full) of every question it backpropagated (active ones, or all with full_backward), others 0.
+Per run: run.json `totals` equal the sums of the steps ledger.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from rlvr_sweep.rollout import CATEGORIES
+from rlvr_sweep.store import RUN_KEYS
+
+STEP_KEY = [*RUN_KEYS, "step"]
+TOTALS = ("gen_tokens", "prefill_tokens", "padded_prefill_tokens", "untrimmed_steps", "bwd_out_tokens",
+          "bwd_full_tokens", "seconds")
+
+
+def _where(frame: pd.DataFrame, mask, law: str, limit: int = 5) -> list[str]:
+    bad = frame[mask]
+    out = [f"{r.arm} h{r.horizon} seed {r.seed} step {r.step}"
+           + (f" k {r.k} ({r.category})" if "k" in frame.columns and "category" in frame.columns else "")
+           + f": {law}" for r in bad.head(limit).itertuples(index=False)]
+    if len(bad) > limit:
+        out.append(f"... {len(bad) - limit} more: {law}")
+    return out
+
+
+def pair_problems(pairs: pd.DataFrame, rollouts: pd.DataFrame, runs: pd.DataFrame) -> tuple[int, list[str]]:
+    """(pairs checked, problems) for every stored pair row."""
+    if not len(pairs):
+        return 0, []
+    p = pairs.merge(runs[[*RUN_KEYS, "horizon_tokens"]], on=list(RUN_KEYS), how="inner")
+    cap, cat = p["horizon_tokens"], p["category"]
+    zero = cat.isin(["flat", "flat_warmup", "tau_zero"])
+    split = cat.isin(["causal_non_eos", "midpoint_fallback", "early_eos_gt104"])
+    dup = cat == "terminal_dup"
+    in_bounds = ((0 <= p["pl0"]) & (p["pl0"] <= p["l0"]) & (p["l0"] <= cap)
+                 & (0 <= p["pl1"]) & (p["pl1"] <= p["l1"]) & (p["l1"] <= cap))
+    one_leaf = ((p["pl0"] == p["tau"]) & (p["pl1"] == p["tau"]) & (p["l0"] == p["tau"]) & (p["l1"] == p["tau"])
+                & (p["stage2_generated"] == 0) & (p["r0"] == p["r1"]))
+    laws = [
+        (~cat.isin(CATEGORIES), f"unknown category (valid: {list(CATEGORIES)})"),
+        (p["stage1_leaf_tokens"] + p["stage2_generated"] != p["l0"] + p["l1"], "stage1 + stage2 != l0 + l1"),
+        (~in_bounds, "0 <= L - pl <= Cap - pl fails"),
+        (zero & ((p["tau"] != 0) | (p["pl0"] != 0) | (p["pl1"] != 0)), "no shared prefix, yet pl or tau != 0"),
+        (split & ((p["tau"] <= 0) | (p["pl0"] != p["tau"]) | (p["pl1"] != p["tau"])),
+         "shared-prefix pair: pl0 = pl1 = tau > 0 fails"),
+        (dup & ~one_leaf, "terminal_dup is not one finished leaf duplicated"),
+    ]
+    problems = [msg for mask, law in laws for msg in _where(p, mask, law)]
+    if len(rollouts):  # the pair's two leaves are rows of the rollout table
+        ro = rollouts[[*STEP_KEY, "k", "b", "prefix_len", "length", "reward"]]
+        for b in (0, 1):
+            m = p.merge(ro[ro["b"] == b], on=[*STEP_KEY, "k"], how="left")
+            bad = m["length"].isna() | (m["length"] != m[f"l{b}"]) | (m["prefix_len"] != m[f"pl{b}"]) | (m["reward"] != m[f"r{b}"])
+            problems += _where(m, bad, f"leaf b={b} differs from its rollout row (length, prefix_len or reward)")
+    return len(p), problems
+
+
+def _expected_backward(steps: pd.DataFrame, optimizer_step: str | None) -> pd.DataFrame:
+    """Per step, the backward tokens its update should have counted (on the update's step, 0 elsewhere)."""
+    s = steps.sort_values("step")
+    n_leaves = s["rewards"].map(len)
+    counted = s["active"].astype(bool) | (optimizer_step == "full_backward")  # questions backpropagated
+    out_tok = np.where(counted, s["leaf_tokens"], 0)
+    full_tok = np.where(counted, s["leaf_tokens"] + s["prompt_tokens"] * n_leaves, 0)
+    exp_out, exp_full, acc_out, acc_full = [], [], 0, 0
+    for action, o, f in zip(s["action"], out_tok, full_tok):
+        acc_out, acc_full = acc_out + o, acc_full + f  # questions pile up until the update that uses them
+        if action == "accumulated":
+            exp_out.append(0)
+            exp_full.append(0)
+            continue
+        ran = action == "backward_step"
+        exp_out.append(acc_out if ran else 0)
+        exp_full.append(acc_full if ran else 0)
+        acc_out = acc_full = 0
+    return s.assign(exp_out=exp_out, exp_full=exp_full)
+
+
+def step_problems(steps: pd.DataFrame, rollouts: pd.DataFrame, pairs: pd.DataFrame,
+                  runs: pd.DataFrame) -> tuple[dict, list[str]]:
+    """({"steps", "runs"} checked, problems): step and run token totals against the ledgers."""
+    problems = []
+    if not len(steps):
+        return {"steps": 0, "runs": 0}, problems
+    s = steps.copy()
+    leaf = rollouts.groupby(STEP_KEY)["length"].sum().rename("ro_len") if len(rollouts) else None
+    rewards = (rollouts.sort_values("index").groupby(STEP_KEY)["reward"].agg(tuple).rename("ro_rewards")
+               if len(rollouts) else None)
+    if len(pairs):
+        pair_sums = pairs.assign(pl_sum=pairs["l0"] + pairs["l1"],
+                                 st_sum=pairs["stage1_leaf_tokens"] + pairs["stage2_generated"])
+        pair_sums = pair_sums.groupby(STEP_KEY)[["pl_sum", "st_sum"]].sum()
+        s = s.merge(pair_sums, left_on=STEP_KEY, right_index=True, how="left")
+        problems += _where(s, s["pl_sum"] != s["leaf_tokens"], "leaf_tokens != sum over pairs of l0 + l1")
+        problems += _where(s, s["st_sum"] != s["leaf_tokens"], "leaf_tokens != stage-1 + stage-2 leaf tokens")
+    if leaf is not None:
+        s = s.merge(leaf, left_on=STEP_KEY, right_index=True, how="left").merge(
+            rewards, left_on=STEP_KEY, right_index=True, how="left")
+        problems += _where(s, s["ro_len"] != s["leaf_tokens"], "leaf_tokens != sum of rollout lengths")
+        same = [isinstance(r, tuple) and tuple(map(float, x)) == r for x, r in zip(s["rewards"], s["ro_rewards"])]
+        problems += _where(s, ~np.array(same), "step rewards differ from its rollouts' rewards")
+    differ = s["rewards"].map(lambda r: len(set(map(float, r))) > 1)
+    problems += _where(s, differ != s["active"].astype(bool), "active disagrees with the rewards")
+    problems += _where(s, s["untrimmed_steps"] < s["gen_tokens"], "untrimmed steps < generated tokens")
+    problems += _where(s, s["padded_prefill_tokens"] < s["prefill_tokens"], "padded prefill < prefill")
+    for _, run in runs.iterrows():
+        keys = {k: run[k] for k in RUN_KEYS}
+        mine = s.loc[(s[list(RUN_KEYS)] == pd.Series(keys)).all(axis=1)]
+        if not len(mine):
+            continue
+        if run.get("optimizer_step"):
+            e = _expected_backward(mine, run["optimizer_step"])
+            problems += _where(e, (e["exp_out"] != e["bwd_out_tokens"]) | (e["exp_full"] != e["bwd_full_tokens"]),
+                               f"backward tokens differ from the leaves backpropagated ({run['optimizer_step']})")
+        label = f"{run['arm']} h{run['horizon']} seed {run['seed']}"
+        for column in TOTALS:
+            stored, summed = run.get(f"totals.{column}"), mine[column].sum()
+            if stored is None or not np.isclose(float(stored), float(summed), rtol=1e-9, atol=1e-9):
+                problems.append(f"{label}: run.json totals.{column} = {stored}, the steps ledger sums to {summed}")
+        for column, value in (("steps", len(mine)), ("active_steps", int(mine["active"].sum()))):
+            if run.get(f"totals.{column}") != value:
+                problems.append(f"{label}: run.json totals.{column} = {run.get(f'totals.{column}')}, ledger {value}")
+    return {"steps": len(s), "runs": len(runs)}, problems

@@ -1,0 +1,107 @@
+"""`verify all`: PASS 1-3 of the paper's verification (§7) over a sweep, one line per pass.
+
+PASS 1  every stored grade and rollout reward regraded (`regrade`) and every finished run folder
+        intact (`integrity`: manifest, files, columns, run keys);
+PASS 2  analytic checks that need no sweep (`analytic`: sampler laws by exact enumeration,
+        Proposition 2, zero-gradient AdamW);
+PASS 3  ledger laws (`ledgers`: pair conservation, step and run token totals) and Tables 1-3
+        rebuilt from the stored rows (`rebuild`; with a saved tables folder, every saved table).
+A pass fails on any problem; `run_all` returns the results, the CLI prints them and exits 1 on failure.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlvr_sweep.analysis import load_sweep
+from rlvr_sweep.store import CollectError
+from rlvr_sweep.verify.analytic import run_pass2
+from rlvr_sweep.verify.compare import _label, find_runs
+from rlvr_sweep.verify.integrity import run_problems
+from rlvr_sweep.verify.ledgers import pair_problems, step_problems
+from rlvr_sweep.verify.rebuild import saved_problems, table1_problems, table2a_problems, table3_problems
+from rlvr_sweep.verify.regrade import format_disagreement, regrade_run
+
+SHOWN = 20  # problems printed per pass (all are counted)
+
+
+@dataclass
+class PassResult:
+    name: str
+    summary: str
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def lines(self, shown: int = SHOWN) -> list[str]:
+        head = f"{self.name} {'ok' if self.ok else 'FAILED'}: {self.summary}"
+        head += f"; {len(self.problems)} problem(s)" if self.problems else ""
+        out = [f"{head} [{self.seconds:.1f}s]"] + [f"   {p}" for p in self.problems[:shown]]
+        if len(self.problems) > shown:
+            out.append(f"   ... {len(self.problems) - shown} more")
+        return out
+
+
+def pass1(root) -> PassResult:
+    root = Path(root)
+    runs = find_runs(root, finished_only=True)
+    grades = rollouts = intact = 0
+    problems, cache = [], {}
+    for run_dir in runs:
+        r = regrade_run(run_dir, _label(run_dir, root), cache=cache)
+        grades += r["tables"]["grades"]["checked"]
+        rollouts += r["tables"]["rollouts"]["checked"]
+        problems += [format_disagreement(d) for d in r["disagreements"]]
+        problems += [f"{r['run']}: {n}" for n in r["notes"] if "not checked" in n]  # a finished run must be checkable
+        damaged = run_problems(run_dir)
+        intact += not damaged
+        problems += damaged
+    return PassResult("PASS 1", f"{len(runs)} finished runs; {grades} grades and {rollouts} rollout rewards regraded; "
+                                f"{intact}/{len(runs)} run folders intact", problems)
+
+
+def pass2() -> PassResult:
+    counts, problems = run_pass2()
+    return PassResult("PASS 2", f"{counts['checks']} analytic checks: {counts['summary']}", problems)
+
+
+def pass3(root, tables_dir=None) -> PassResult:
+    try:
+        sweep = load_sweep(root)
+    except CollectError as err:
+        return PassResult("PASS 3", "the sweep cannot be collected", [str(err)])
+    n_pairs, problems = pair_problems(sweep.pairs, sweep.rollouts, sweep.runs)
+    counts, more = step_problems(sweep.steps, sweep.rollouts, sweep.pairs, sweep.runs)
+    problems += more
+    rebuilt = 0
+    for check in (table1_problems, table2a_problems, table3_problems):
+        n, more = check(sweep)
+        rebuilt, problems = rebuilt + n, problems + more
+    summary = (f"{n_pairs} pairs obey the conservation laws; {counts['steps']} steps and {counts['runs']} run totals "
+               f"reconstruct from the ledgers; Tables 1-3: {rebuilt} numbers rebuilt from stored rows")
+    left_out = [n for n in sweep.notes if n.startswith("left out") and "unfinished" not in n]
+    if left_out:
+        summary += f"; {len(left_out)} finished run(s) left out as damaged (see PASS 1)"
+    if tables_dir is not None:
+        n, more = saved_problems(sweep, tables_dir)
+        problems += more
+        summary += f"; {n} saved tables in {tables_dir} rebuilt"
+    return PassResult("PASS 3", summary, problems)
+
+
+def run_all(root, tables_dir=None, echo=None) -> list[PassResult]:
+    """PASS 1, 2, 3 in order (each timed); `echo(result)` is called as each one ends."""
+    results = []
+    for run in (lambda: pass1(root), pass2, lambda: pass3(root, tables_dir)):
+        started = time.perf_counter()
+        result = run()
+        result.seconds = time.perf_counter() - started
+        results.append(result)
+        if echo:
+            echo(result)
+    return results

@@ -1,0 +1,160 @@
+"""PASS 3, tables: Tables 1-3 rebuild from the stored rows and agree with what the runs recorded.
+
+- Table 1: every per-seed accuracy, rebuilt from the grade rows, equals the run's own `run.json`
+  accuracy (trained and base read-outs, per source for Ext240); its token means (run.json totals)
+  equal the means of the steps ledger's sums.
+- Table 2A: the census rebuilt from the pair ledger (l_b, r_b of each pair in active steps) gives the
+  same CapAssocActive and CapR0 counts as the rollout table it is built from.
+- Table 3: steps and active steps equal run.json `totals`, each accuracy its run.json accuracy.
+- With a folder of saved tables (`analysis tables --out DIR`), each saved table equals its rebuild
+  (Table 2B and Table 4 with the resamples, bootstrap seed and contrast rows stored in them).
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+
+from rlvr_sweep.analysis import Sweep
+from rlvr_sweep.analysis.census import build_table2a
+from rlvr_sweep.analysis.contrasts import Contrast, build_table2b
+from rlvr_sweep.analysis.report import TABLES, build_tables, parquet_safe, read_saved
+from rlvr_sweep.analysis.table1 import BASE_LABEL, build_table1
+from rlvr_sweep.analysis.table3 import build_table3
+from rlvr_sweep.analysis.table4 import build_table4
+from rlvr_sweep.store import RUN_KEYS
+
+_TOTALS = {"tok.gen": "gen_tokens", "tok.pref": "prefill_tokens", "tok.pad_pref": "padded_prefill_tokens",
+           "tok.untrim_gen": "untrimmed_steps", "tok.bwd_out": "bwd_out_tokens", "tok.bwd_full": "bwd_full_tokens"}
+
+
+def _close(a, b) -> bool:
+    return a is not None and b is not None and bool(np.isclose(float(a), float(b), rtol=1e-9, atol=1e-9))
+
+
+def table1_problems(sweep: Sweep) -> tuple[int, list[str]]:
+    t1, problems, checked = build_table1(sweep), [], 0
+    if t1.why:
+        return 0, []
+    ledger = sweep.steps.groupby(list(RUN_KEYS))[list(_TOTALS.values())].sum() if len(sweep.steps) else None
+    for _, row in t1.frame.iterrows():
+        if row["label"] == BASE_LABEL:
+            continue
+        runs = sweep.runs_of(row["unit"]).set_index("seed")
+        for column in t1.frame.columns:
+            bench = column[: -len(".per_seed")]
+            if not column.endswith(".per_seed") or f"{bench}.seeds" not in row or not isinstance(row[column], list):
+                continue  # accuracy columns only (allcap.per_seed counts cap hits)
+            for seed, value in zip(row[f"{bench}.seeds"], row[column]):
+                stored = runs.at[seed, f"accuracy.trained.{bench}"] if f"accuracy.trained.{bench}" in runs else None
+                checked += 1
+                if not _close(None if stored is None else 100 * stored, value):
+                    problems.append(f"Table 1 {row['label']} seed {seed} {bench}: grades give {value:.4f}%, "
+                                    f"run.json says {stored}")
+        if ledger is not None:
+            keyed = ledger.reindex(pd.MultiIndex.from_frame(sweep.runs_of(row["unit"])[list(RUN_KEYS)]))
+            for column, ledger_column in _TOTALS.items():
+                checked += 1
+                if not _close(row.get(column), keyed[ledger_column].mean()):
+                    problems.append(f"Table 1 {row['label']} {column}: run.json mean {row.get(column)}, "
+                                    f"steps ledger mean {keyed[ledger_column].mean()}")
+    base = sweep.grades[sweep.grades["phase"] == "base"] if len(sweep.grades) else sweep.grades
+    for (*keys, bench), rows in (base.groupby([*RUN_KEYS, "benchmark"]) if len(base) else []):
+        mask = (sweep.runs[list(RUN_KEYS)] == pd.Series(dict(zip(RUN_KEYS, keys)))).all(axis=1)
+        stored = sweep.runs.loc[mask, f"accuracy.base.{bench}"] if f"accuracy.base.{bench}" in sweep.runs else []
+        checked += 1
+        if len(stored) != 1 or not _close(stored.iloc[0], rows["correct"].mean()):
+            problems.append(f"Table 1 base row: run {keys} {bench}: grades give {rows['correct'].mean()}, "
+                            f"run.json says {list(stored)}")
+    return checked, problems
+
+
+def census_from_pairs(steps: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict:
+    """CapAssocActive, CapR0 and R = 0 leaves of active steps, from the pair ledger's (l_b, r_b)."""
+    key = [*RUN_KEYS, "step"]
+    active = steps.loc[steps["active"].astype(bool), key]
+    p = pairs.merge(active, on=key).merge(runs[[*RUN_KEYS, "horizon_tokens"]], on=list(RUN_KEYS))
+    leaves = pd.concat([p[[*key, f"l{b}", f"r{b}", "horizon_tokens"]].set_axis([*key, "l", "r", "cap"], axis=1)
+                        for b in (0, 1)])
+    r0 = leaves[leaves["r"] == 0]
+    capped = r0["l"] == r0["cap"]
+    per_step = capped.groupby([r0[k] for k in key]).all()
+    return {"cap_assoc_active": int(per_step.sum()), "capr0_leaves": int(capped.sum()), "r0_leaves": len(r0)}
+
+
+def table2a_problems(sweep: Sweep) -> tuple[int, list[str]]:
+    t2a, problems, checked = build_table2a(sweep), [], 0
+    if t2a.why or not len(sweep.pairs):
+        return 0, []
+    for _, row in t2a.frame.iterrows():
+        pick = lambda f: f[f["unit"] == row["unit"]]  # noqa: E731
+        again = census_from_pairs(pick(sweep.steps), pick(sweep.pairs), sweep.runs_of(row["unit"]))
+        for name, value in again.items():
+            checked += 1
+            if value != row[name]:
+                problems.append(f"Table 2A {row['label']} {name}: {row[name]} from the rollouts, {value} from the pairs")
+    return checked, problems
+
+
+def table3_problems(sweep: Sweep) -> tuple[int, list[str]]:
+    t3, problems, checked = build_table3(sweep), [], 0
+    if t3.why:
+        return 0, []
+    for _, row in t3.frame.iterrows():
+        run = sweep.runs[(sweep.runs["unit"] == row["unit"]) & (sweep.runs["seed"] == row["seed"])].iloc[0]
+        pairs = [("steps", row["steps"], run.get("totals.steps")), ("active", row["active"], run.get("totals.active_steps"))]
+        pairs += [(c, row[c], 100 * run.get(f"accuracy.trained.{c[:-4]}", np.nan))
+                  for c in t3.frame.columns if c.endswith(".acc") and pd.notna(row[c])]
+        for name, rebuilt, stored in pairs:
+            checked += 1
+            if not _close(rebuilt, stored):
+                problems.append(f"Table 3 {row['label']} seed {row['seed']} {name}: rebuilt {rebuilt}, run.json {stored}")
+    return checked, problems
+
+
+def _comparable(frame: pd.DataFrame) -> pd.DataFrame:
+    """Round-trip through parquet (as the saved table was), list cells as tuples for exact comparison."""
+    buf = io.BytesIO()
+    parquet_safe(frame).to_parquet(buf, index=False)
+    return _tuples(pd.read_parquet(io.BytesIO(buf.getvalue())))
+
+
+def _tuples(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype == object:
+            out[column] = out[column].map(lambda v: tuple(v) if isinstance(v, (list, np.ndarray)) else v)
+    return out
+
+
+def _rebuild(sweep: Sweep, name: str, saved: pd.DataFrame):
+    if name == "table2b":
+        contrasts = [Contrast(int(r["row"]), r["title"], tuple(r["arms"]), r["benchmark"], r["metric"],
+                              None if r["seed_filter"] is None else tuple(int(s) for s in r["seed_filter"]))
+                     for _, r in saved.drop_duplicates("row").iterrows()]
+        return build_table2b(sweep, contrasts, int(saved["n_resamples"].iloc[0]), int(saved["boot_seed"].iloc[0]))
+    if name == "table4":
+        return build_table4(sweep, int(saved["n_resamples"].iloc[0]), int(saved["boot_seed"].iloc[0]))
+    return build_tables(sweep, only=[name])[name]
+
+
+def saved_problems(sweep: Sweep, tables_dir) -> tuple[int, list[str]]:
+    """Each table saved under `tables_dir` against its rebuild from the sweep's rows."""
+    checked, problems = 0, []
+    for name in TABLES:
+        saved = read_saved(tables_dir, name)
+        if saved is None:
+            continue
+        checked += 1
+        rebuilt = _rebuild(sweep, name, saved)
+        if rebuilt.why:
+            problems.append(f"{name}: saved, but it no longer rebuilds ({rebuilt.why})")
+            continue
+        try:
+            pd.testing.assert_frame_equal(_tuples(saved), _comparable(rebuilt.frame), check_exact=False, rtol=1e-9,
+                                          check_dtype=False)
+        except AssertionError as err:
+            problems.append(f"{name}: the saved table differs from its rebuild: {str(err).splitlines()[0:3]}")
+    return checked, problems

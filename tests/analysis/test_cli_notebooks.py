@@ -1,0 +1,78 @@
+"""The analysis commands and notebooks on a real smoke sweep (see conftest.py), as the README runs them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import nbformat
+import pandas as pd
+import pytest
+from nbclient import NotebookClient
+
+from tests.conftest import REPO
+
+NOTEBOOKS = REPO / "notebooks"
+
+
+def analysis(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "rlvr_sweep.analysis", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def test_tables_command(smoke_sweep, tmp_path):
+    contrasts = tmp_path / "contrasts.yaml"
+    contrasts.write_text('- {row: 1, title: "tree vs flat", a: "12", b: "baseline@h1024", benchmark: toy_heldout}\n'
+                         '- {row: 2, title: "absent", a: "13", b: "12", benchmark: toy_heldout}\n')
+    out = tmp_path / "tables"
+    proc = analysis("tables", str(smoke_sweep), "--out", str(out), "--contrasts", str(contrasts), "--resamples", "500")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = proc.stdout
+    for title in ("## Table 1", "## Table 2A", "## Table 2B", "## Table 3", "## Table 4", "## Token-512 prefix audit"):
+        assert title in text
+    assert "| 12. stopped_tree h1024 |" in text and "| baseline h1024 |" in text
+    assert "absent: row 2" in text and "Not built: no ablation runs" in text
+    t1 = pd.read_parquet(out / "table1.parquet")
+    assert list(t1["label"]) == ["base model (0 updates)", "12. stopped_tree h1024", "baseline h1024"]
+    assert all(len(v) == 2 for v in t1["toy_heldout.per_seed"].iloc[1:])
+    t2b = pd.read_parquet(out / "table2b.parquet")
+    assert list(t2b["row"]) == [1] and list(t2b["seeds"].iloc[0]) == [42, 101] and t2b["n_items"].iloc[0] == 16
+    census = pd.read_parquet(out / "table2a.parquet").set_index("label")
+    assert census.loc["12. stopped_tree h1024", "cap"] == 128 and pd.notna(census.loc["12. stopped_tree h1024", "divergent"])
+    assert {p.name for p in out.iterdir()} >= {"table1.parquet", "table2a.parquet", "table4.parquet", "audit.parquet",
+                                              "tables.md"}
+    assert not (out / "table3.parquet").exists()
+
+
+def test_figures_command(smoke_sweep, tmp_path):
+    proc = analysis("figures", str(smoke_sweep), "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    names = {p.name for p in tmp_path.iterdir()}
+    for stem in ("figure1", "figure2", "curves_smoke_baseline_h1024", "curves_smoke_stopped_tree_h1024"):
+        assert {f"{stem}.png", f"{stem}.pdf"} <= names
+        assert (tmp_path / f"{stem}.png").stat().st_size > 10_000
+
+
+def test_a_folder_without_runs_is_bad_input(tmp_path):
+    proc = analysis("tables", str(tmp_path), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2 and "found no run" in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["analysis.ipynb", "paper_reproduction.ipynb"])
+def test_notebook_executes(name, smoke_sweep, tmp_path, monkeypatch):
+    book = nbformat.read(NOTEBOOKS / name, as_version=4)
+    assert all(not c.get("outputs") for c in book.cells if c.cell_type == "code"), "commit notebooks without outputs"
+    assert any("parameters" in c.metadata.get("tags", []) for c in book.cells)
+    monkeypatch.setenv("RLVR_SWEEP_ROOT", str(smoke_sweep))
+    monkeypatch.setenv("RLVR_ANALYSIS_OUT", str(tmp_path / "out"))
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    NotebookClient(book, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    text = "\n".join(o.get("text", "") + str(o.get("data", {}).get("text/markdown", ""))
+                     for c in book.cells if c.cell_type == "code" for o in c.outputs)
+    assert "Table 1" in text and (tmp_path / "out" / "figure1.png").is_file()
+    if name == "analysis.ipynb":
+        assert "baseline h1024 vs 12. stopped_tree h1024" in text  # the notebook's own contrast was built
+    else:
+        assert "PASS 3 ok" in text and (tmp_path / "out" / "table1.parquet").is_file()

@@ -1,0 +1,108 @@
+"""Seed statistics and the bootstrap, against hand values and a brute-force loop reference."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from rlvr_sweep.analysis import bootstrap_ci, mean_sd
+from rlvr_sweep.analysis.stats import METHODS, resample_means
+
+
+def test_mean_sd_is_the_papers_arm1_math500():
+    # (44.4 + 45.0 + 48.8) / 3 = 46.0667; deviations -1.6667, -1.0667, +2.7333; squares sum 11.3867;
+    # / (3 - 1) = 5.6933; sqrt = 2.3861
+    mean, sd = mean_sd([44.4, 45.0, 48.8])
+    assert (round(mean, 2), round(sd, 2)) == (46.07, 2.39)
+    assert mean == pytest.approx(46.066667, abs=1e-6) and sd == pytest.approx(2.386071, abs=1e-6)
+
+
+def test_mean_sd_edge_cases():
+    assert mean_sd([5.0, 5.0, 5.0]) == (5.0, 0.0)
+    mean, sd = mean_sd([47.4])
+    assert mean == 47.4 and np.isnan(sd)  # one seed has no sample SD
+    with pytest.raises(ValueError):
+        mean_sd([])
+
+
+def loop_reference(d: np.ndarray, method: str, n: int, seed: int) -> np.ndarray:
+    """The bootstrap means one resample at a time, drawing the indices in the documented order."""
+    S, N = d.shape
+    rng = np.random.default_rng(seed)
+    means = []
+    if method == "two_level":
+        seed_idx = rng.integers(0, S, size=(n, S))
+        item_idx = rng.integers(0, N, size=(n, N))
+        for r in range(n):
+            total = 0.0
+            for a in seed_idx[r]:
+                for b in item_idx[r]:
+                    total += d[a, b]
+            means.append(total / (S * N))
+    elif method == "question":
+        item_idx = rng.integers(0, N, size=(n, N))
+        for r in range(n):
+            means.append(np.mean([d[s, i] for s in range(S) for i in item_idx[r]]))
+    else:
+        cell_idx = rng.integers(0, S * N, size=(n, S * N))
+        flat = d.ravel()
+        for r in range(n):
+            means.append(np.mean([flat[c] for c in cell_idx[r]]))
+    return np.array(means)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_bootstrap_matches_a_brute_force_loop(method):
+    d = np.array([[1, 0, 1, 1, 0, 0, 1], [0, 0, 1, 0, 1, 0, 1], [1, 1, 1, 0, 0, 0, 0]], dtype=float)
+    d[1] -= d[2]  # values in {-1, 0, 1}, like paired differences
+    n = 1234  # not a multiple of the vectorised block size
+    fast = resample_means(d, method, n, seed=7)
+    slow = loop_reference(d, method, n, seed=7)
+    np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-12)
+    mean, lo, hi = bootstrap_ci(d, method, n, seed=7)
+    assert mean == pytest.approx(d.mean())
+    assert (lo, hi) == pytest.approx(tuple(np.percentile(slow, [2.5, 97.5])), abs=1e-12)
+
+
+def test_same_seed_same_numbers_other_seed_other_numbers():
+    d = np.random.default_rng(3).integers(0, 2, size=(3, 50)).astype(float)
+    for method in METHODS:
+        assert bootstrap_ci(d, method, 500, seed=11) == bootstrap_ci(d, method, 500, seed=11)
+        assert bootstrap_ci(d, method, 500, seed=11) != bootstrap_ci(d, method, 500, seed=12)
+
+
+def test_bootstrap_hand_cases():
+    # one seed, items (0, 1): a resample mean is 0, 0.5 or 1 with probability 1/4, 1/2, 1/4, so the
+    # 2.5th and 97.5th percentiles of 4,000 draws are 0 and 1
+    assert bootstrap_ci([0.0, 1.0], "question") == (0.5, 0.0, 1.0)
+    # a constant difference has a degenerate interval under every method
+    for method in METHODS:
+        assert bootstrap_ci(np.full((3, 9), 0.25), method) == (0.25, 0.25, 0.25)
+    # seed-level spread: two seeds that always disagree by a whole point widen only the two-level interval
+    d = np.array([[1.0] * 40, [0.0] * 40])
+    assert bootstrap_ci(d, "question")[1:] == (0.5, 0.5)
+    two = bootstrap_ci(d, "two_level")
+    assert two[1] == 0.0 and two[2] == 1.0  # resampled seeds can be (0, 0) or (1, 1), each w.p. 1/4
+
+
+def test_bootstrap_rejects_bad_input():
+    with pytest.raises(ValueError, match="two_level"):
+        bootstrap_ci([[1.0]], "seed")
+    with pytest.raises(ValueError, match="NaN"):
+        bootstrap_ci([[1.0, np.nan]])
+    with pytest.raises(ValueError, match="non-empty"):
+        bootstrap_ci(np.zeros((3, 0)))
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_ci([[1.0, 0.0]], level=95)
+
+
+def test_4000_resamples_of_3_by_950_are_fast():
+    d = np.random.default_rng(0).integers(0, 2, size=(3, 950)).astype(float)
+    for method in METHODS:
+        started = time.perf_counter()
+        bootstrap_ci(d, method, 4000)
+        elapsed = time.perf_counter() - started
+        print(f"{method}: {elapsed:.3f}s")
+        assert elapsed < 3.0  # well under a second on an idle core; slack for a shared CI machine

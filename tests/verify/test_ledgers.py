@@ -1,0 +1,110 @@
+"""PASS 3 on the hand-made sweep: intact ledgers pass, and each broken law is named."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from rlvr_sweep.analysis import Sweep, build_tables, save_tables
+from rlvr_sweep.verify.ledgers import pair_problems, step_problems
+from rlvr_sweep.verify.rebuild import saved_problems, table1_problems, table2a_problems, table3_problems
+from tests.analysis import handmade
+
+
+def sweep_with(change=None) -> Sweep:
+    t = handmade.tables()
+    if change:
+        change(t)
+    return Sweep.from_tables(t)
+
+
+def problems_of(s: Sweep) -> list[str]:
+    out = pair_problems(s.pairs, s.rollouts, s.runs)[1] + step_problems(s.steps, s.rollouts, s.pairs, s.runs)[1]
+    for check in (table1_problems, table2a_problems, table3_problems):
+        out += check(s)[1]
+    return out
+
+
+def test_intact_ledgers_pass():
+    s = sweep_with()
+    assert pair_problems(s.pairs, s.rollouts, s.runs) == (28, [])
+    assert step_problems(s.steps, s.rollouts, s.pairs, s.runs) == ({"steps": 14, "runs": 7}, [])
+    assert table1_problems(s)[1] == [] and table1_problems(s)[0] > 0
+    assert table2a_problems(s) == (9, [])
+    assert table3_problems(s) == (3, [])
+
+
+def edit(table: str, row: int, **values):
+    def change(t):
+        for column, value in values.items():
+            t[table].loc[row, column] = value
+    return change
+
+
+def tree_pair(t, category: str) -> int:
+    p = t["pairs"]
+    return int(p.index[(p["category"] == category)][0])
+
+
+@pytest.mark.parametrize("law, change", [
+    ("stage1 + stage2", lambda t: t["pairs"].__setitem__("stage2_generated", t["pairs"]["stage2_generated"] + (t["pairs"].index == 0))),
+    ("0 <= L - pl", lambda t: edit("pairs", tree_pair(t, "causal_non_eos"), pl0=9)(t)),
+    ("unknown category", lambda t: edit("pairs", 0, category="fork")(t)),
+    ("terminal_dup is not one", lambda t: edit("pairs", tree_pair(t, "terminal_dup"), r1=1.0 - t["pairs"].loc[tree_pair(t, "terminal_dup"), "r0"])(t)),
+    ("no shared prefix", lambda t: edit("pairs", 0, tau=2)(t)),
+    ("pl0 = pl1 = tau > 0", lambda t: edit("pairs", tree_pair(t, "causal_non_eos"), pl1=1)(t)),
+])
+def test_each_pair_law_is_named(law, change):
+    problems = pair_problems(*(lambda s: (s.pairs, s.rollouts, s.runs))(sweep_with(change)))[1]
+    assert any(law in p for p in problems), problems
+
+
+def test_a_pair_that_disagrees_with_its_rollouts():
+    def change(t):
+        r = t["rollouts"]
+        r.loc[(r["arm"] == "stopped_tree") & (r["step"] == 1) & (r["k"] == 0) & (r["b"] == 1), "reward"] = 0.5
+    problems = pair_problems(*(lambda s: (s.pairs, s.rollouts, s.runs))(sweep_with(change)))[1]
+    assert any("leaf b=1 differs from its rollout row" in p for p in problems)
+
+
+@pytest.mark.parametrize("law, change", [
+    ("leaf_tokens != sum of rollout lengths", edit("steps", 0, leaf_tokens=99)),
+    ("active disagrees", edit("steps", 1, active=True)),
+    ("untrimmed steps < generated", edit("steps", 0, untrimmed_steps=1)),
+    ("backward tokens differ", edit("steps", 0, bwd_out_tokens=3)),
+    ("run.json totals.gen_tokens", edit("runs", 0, **{"totals.gen_tokens": 1})),
+    ("run.json totals.active_steps", edit("runs", 0, **{"totals.active_steps": 0})),
+    ("grades give", edit("runs", 0, **{"accuracy.trained.toy_heldout": 0.9})),
+    ("Table 1 base row", edit("runs", 1, **{"accuracy.base.toy_heldout": 0.5})),
+])
+def test_each_total_and_rebuild_law_is_named(law, change):
+    problems = problems_of(sweep_with(change))
+    assert any(law in p for p in problems), problems
+
+
+def test_backward_accounting_of_accumulated_questions():
+    """Four questions per update (Arm 11): the update's step carries the active questions' tokens."""
+    steps = pd.DataFrame({
+        "arm": "x", "horizon": 512, "seed": 1, "config_hash": "h", "step": range(6),
+        "rewards": [[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 1.0], [1.0, 0.0], [0.0, 0.0]],
+        "active": [True, False, False, True, True, False], "leaf_tokens": [10, 20, 30, 40, 50, 60],
+        "prompt_tokens": 3, "action": ["accumulated"] * 3 + ["backward_step", "accumulated", "accumulated"],
+        "bwd_out_tokens": [0, 0, 0, 50, 0, 0], "bwd_full_tokens": [0, 0, 0, 50 + 12, 0, 0],
+    })
+    from rlvr_sweep.verify.ledgers import _expected_backward
+    e = _expected_backward(steps, "zero_grad")
+    assert list(e["exp_out"]) == [0, 0, 0, 10 + 40, 0, 0]  # the last two wait for an update that never came
+    assert list(e["exp_full"]) == [0, 0, 0, 50 + 2 * 2 * 3, 0, 0]
+    assert list(_expected_backward(steps, "full_backward")["exp_out"]) == [0, 0, 0, 100, 0, 0]
+
+
+def test_saved_tables_rebuild_or_differ(tmp_path):
+    s = sweep_with()
+    save_tables(build_tables(s, n_resamples=200, seed=3), tmp_path)
+    assert saved_problems(s, tmp_path) == (5, [])  # table3 .. audit; table2b has no smoke-list row here
+    def flip(t):
+        g = t["grades"]
+        g.loc[g.index[(g["phase"] == "trained") & ~g["correct"]][0], "correct"] = True
+    changed = sweep_with(flip)
+    n, problems = saved_problems(changed, tmp_path)
+    assert n == 5 and any(p.startswith("table1:") for p in problems)
