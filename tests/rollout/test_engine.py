@@ -322,12 +322,26 @@ def test_margins_match_full_forward(model, eos_for_mixed_stops, temperature):
         temperature=temperature, top_p=0.9, generator=torch.Generator().manual_seed(0),
         record_margins=True,
     )
-    assert out.margins is not None
-    for prompt, toks, margins in zip(PROMPTS, out.tokens, out.margins):
-        assert len(margins) == len(toks)
-        top2 = _full_forward_logits(model, prompt, toks).topk(2, dim=-1).values
-        torch.testing.assert_close(torch.tensor(margins), top2[:, 0] - top2[:, 1], atol=1e-4, rtol=0)
-    assert _greedy(model, PROMPTS, None).margins is None
+    assert out.margins is not None and out.top1 is not None and out.top2 is not None
+    for prompt, toks, margins, top1, top2 in zip(PROMPTS, out.tokens, out.margins, out.top1, out.top2):
+        assert len(margins) == len(toks) == len(top1) == len(top2)
+        ref = _full_forward_logits(model, prompt, toks).topk(2, dim=-1)
+        torch.testing.assert_close(torch.tensor(margins), ref.values[:, 0] - ref.values[:, 1], atol=1e-4, rtol=0)
+        # no near-ties among the top logits of this model, so the ids must be the full forward's
+        assert top1 == ref.indices[:, 0].tolist() and top2 == ref.indices[:, 1].tolist()
+        assert all(a != b for a, b in zip(top1, top2))
+        if temperature == 0:
+            assert toks == top1  # greedy samples the top-1 id
+    plain = _greedy(model, PROMPTS, None)
+    assert plain.margins is None and plain.top1 is None and plain.top2 is None
+
+
+def test_margin_fields_on_empty_calls(model):
+    kw = dict(eos_id=None, pad_id=PAD, temperature=0, top_p=1.0, record_margins=True)
+    empty = generate(model, [], max_new_tokens=4, **kw)
+    assert empty.margins == empty.top1 == empty.top2 == []
+    zero = generate(model, PROMPTS[:2], max_new_tokens=0, **kw)
+    assert zero.margins == zero.top1 == zero.top2 == [[], []]
 
 
 # ---------------------------------------------------------------------------------------------

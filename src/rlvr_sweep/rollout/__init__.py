@@ -2,11 +2,16 @@
 
 `engine.generate` decodes many prompts at once under the rollout kernel (temperature, top-p) or
 greedily; a sampler turns one prompt into a `RolloutGroup` of K pairs x B leaves: `flat` (G
-independent rollouts) or a two-stage tree (`stopped_tree`, `root_restart`, `midpoint`). Samplers take
-any object with the `SamplingPolicy` protocol: `ModelPolicy` (a loaded model) or `ScriptedPolicy`
-(a finite policy with exact probabilities, for tests).
+independent rollouts) or a two-stage tree (`stopped_tree`, `root_restart`, `midpoint`); `cf_fork`
+(registry `FORK_SAMPLERS`) forks each root at a low-margin token into on-policy and alternative branches.
+Samplers take any object with the `SamplingPolicy` protocol: `ModelPolicy` (a loaded model) or
+`ScriptedPolicy` (a finite policy with exact probabilities, for tests).
 """
 
+from rlvr_sweep.rollout.cf_fork import (
+    CF_CATEGORIES, FORK_SAMPLERS, ForkGroup, ForkPair, ForkPlan, alternative_token, cf_fork, fork_position,
+    get_fork_sampler, plan_fork,
+)
 from rlvr_sweep.rollout.engine import Generation, generate, next_token_probs, sample_next_token, top_p_filter
 from rlvr_sweep.rollout.policies import ModelPolicy, SamplingPolicy, ScriptedPolicy, newline_ids
 from rlvr_sweep.rollout.samplers import (
@@ -15,6 +20,8 @@ from rlvr_sweep.rollout.samplers import (
 )
 
 __all__ = [
+    "CF_CATEGORIES", "FORK_SAMPLERS", "ForkGroup", "ForkPair", "ForkPlan", "alternative_token", "cf_fork",
+    "fork_position", "get_fork_sampler", "plan_fork",
     "CATEGORIES", "SAMPLERS", "Branch", "Generation", "Leaf", "ModelPolicy", "Pair", "PairPlan", "RolloutGroup",
     "SamplingPolicy", "ScriptedPolicy", "causal_stop", "find_midpoint_boundary", "flat", "generate",
     "get_sampler", "midpoint", "newline_ids", "next_token_probs", "plan_pair", "root_restart",

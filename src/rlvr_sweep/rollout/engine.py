@@ -49,7 +49,10 @@ class Generation:
     on EOS, EOS is its last token; nothing after it is kept. ``lengths[i] == len(tokens[i])`` counts that
     EOS. ``finished[i]`` is True iff the row stopped on EOS (False: it hit ``max_new_tokens``).
     ``margins[i][t]`` (only with ``record_margins``) is the float32 gap between the largest and the
-    second-largest raw logit (before temperature) at generated step ``t`` of row ``i``.
+    second-largest raw logit (before temperature) at generated step ``t`` of row ``i``; ``top1[i][t]``
+    and ``top2[i][t]`` are the ids of those two logits (``torch.topk`` order, so an exact tie keeps
+    topk's order). The sampled token ``tokens[i][t]`` need not be ``top1[i][t]``. All three are
+    ``None`` without ``record_margins``. The counterfactual fork sampler reads them (paper §5.6 item 4).
 
     Token accounting:
     - ``prefill_tokens``: sum of the real prompt lengths.
@@ -68,6 +71,8 @@ class Generation:
     padded_prefill_tokens: int
     generated_tokens: int
     untrimmed_steps: int
+    top1: list[list[int]] | None = None
+    top2: list[list[int]] | None = None
 
 
 def _is_greedy(temperature: float | None) -> bool:
@@ -189,13 +194,18 @@ def generate(
     every row has stopped or after ``max_new_tokens`` tokens. ``eos_id=None`` (or any id the model cannot
     emit, e.g. ``-1``) never stops early. See :class:`Generation` for the returned fields.
 
+    ``record_margins`` adds, per generated step, the raw top-1 minus top-2 logit margin and the two
+    ids (``Generation.margins`` / ``top1`` / ``top2``): one ``topk(2)`` per step, read back once at the
+    end, no extra device sync; off by default, and then nothing of it is computed.
+
     ``generator`` (on the model's device) drives sampling; greedy decoding consumes no randomness.
     With an EOS id the loop reads one boolean back from the device per step (the all-finished check).
     The model is put in eval mode for the call and its previous train/eval mode is restored.
     """
     batch = len(prompts)
     if batch == 0:
-        return Generation([], [], [], [] if record_margins else None, 0, 0, 0, 0)
+        rows = (lambda: []) if record_margins else (lambda: None)  # fresh lists, not one shared
+        return Generation([], [], [], rows(), 0, 0, 0, 0, rows(), rows())
     prompt_lens = [len(p) for p in prompts]
     if min(prompt_lens) == 0:
         raise ValueError("every prompt needs at least one token")
@@ -203,10 +213,10 @@ def generate(
     prefill_tokens = sum(prompt_lens)
     padded_prefill_tokens = batch * max_len
     if max_new_tokens <= 0:
+        rows = (lambda: [[] for _ in prompts]) if record_margins else (lambda: None)
         return Generation(
-            [[] for _ in prompts], [0] * batch, [False] * batch,
-            [[] for _ in prompts] if record_margins else None,
-            prefill_tokens, padded_prefill_tokens, 0, 0,
+            [[] for _ in prompts], [0] * batch, [False] * batch, rows(),
+            prefill_tokens, padded_prefill_tokens, 0, 0, rows(), rows(),
         )
 
     device = _model_device(model)
@@ -258,18 +268,18 @@ def generate(
             del out
 
             out_tokens = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
-            margins_buf = (
-                torch.empty((batch, max_new_tokens), dtype=torch.float32, device=device)
-                if record_margins
-                else None
-            )
+            margins_buf = top_buf = None
+            if record_margins:
+                margins_buf = torch.empty((batch, max_new_tokens), dtype=torch.float32, device=device)
+                top_buf = torch.empty((batch, max_new_tokens, 2), dtype=torch.long, device=device)
             finished = torch.zeros(batch, dtype=torch.bool, device=device)
             check_eos = eos_id is not None and eos_id >= 0
             steps = 0
             for t in range(max_new_tokens):
                 if margins_buf is not None:
-                    top2 = logits.float().topk(2, dim=-1).values
-                    margins_buf[:, t] = top2[:, 0] - top2[:, 1]
+                    best2 = logits.float().topk(2, dim=-1)  # values, indices: (B, 2) each
+                    margins_buf[:, t] = best2.values[:, 0] - best2.values[:, 1]
+                    top_buf[:, t] = best2.indices
                 nxt = sample_next_token(logits, temperature, top_p, generator)
                 nxt = nxt.masked_fill(finished, pad_id)  # finished rows only ever see pads
                 out_tokens[:, t] = nxt
@@ -301,12 +311,15 @@ def generate(
             lengths = lengths_t.tolist()
             fin = finished.tolist()
             margin_rows = margins_buf[:, :steps].tolist() if margins_buf is not None else None
+            top_rows = top_buf[:, :steps].tolist() if top_buf is not None else None  # (B, steps, 2)
     finally:
         if was_training:
             model.train()
 
     tokens = [row[:n] for row, n in zip(gen_rows, lengths)]
     margins = [row[:n] for row, n in zip(margin_rows, lengths)] if margin_rows is not None else None
+    top1 = [[a for a, _ in row[:n]] for row, n in zip(top_rows, lengths)] if top_rows is not None else None
+    top2 = [[b for _, b in row[:n]] for row, n in zip(top_rows, lengths)] if top_rows is not None else None
     return Generation(
         tokens=tokens,
         lengths=lengths,
@@ -316,4 +329,6 @@ def generate(
         padded_prefill_tokens=padded_prefill_tokens,
         generated_tokens=sum(lengths),
         untrimmed_steps=batch * steps,
+        top1=top1,
+        top2=top2,
     )

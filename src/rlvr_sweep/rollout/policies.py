@@ -9,6 +9,10 @@ A sampler needs only three things from a policy:
 - ``has_newline(token_id)``: whether the decoded text of that single token contains ``"\\n"`` (the
   causal stopping time ``tau_causal`` of §4.2 fires on such tokens).
 
+The counterfactual fork sampler (``cf_fork``, §5.6 item 4) also calls
+``generate(prompts, max_new_tokens, record_margins=True)``, which must fill ``Generation.margins`` /
+``top1`` / ``top2`` (the raw top-1 minus top-2 logit gap and the two ids at every generated step).
+
 ``ModelPolicy`` wraps a loaded Hugging Face model (batched, left-padded, KV-cached decoding).
 ``ScriptedPolicy`` is a finite policy with exactly known next-token probabilities, so tests can check
 the samplers' leaf distributions against exact enumeration ("PASS 2" of the paper) without a network.
@@ -32,7 +36,8 @@ __all__ = ["SamplingPolicy", "ModelPolicy", "ScriptedPolicy", "newline_ids"]
 class SamplingPolicy(Protocol):
     eos_id: int
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> Generation: ...
+    def generate(self, prompts: list[list[int]], max_new_tokens: int,
+                 record_margins: bool = False) -> Generation: ...
 
     def has_newline(self, token_id: int) -> bool: ...
 
@@ -71,11 +76,12 @@ class ModelPolicy:
     def has_newline(self, token_id: int) -> bool:
         return token_id in self.newline_ids
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> Generation:
+    def generate(self, prompts: list[list[int]], max_new_tokens: int,
+                 record_margins: bool = False) -> Generation:
         return generate(
             self.policy.model, prompts, max_new_tokens=max_new_tokens, eos_id=self.policy.eos_id,
             pad_id=self.policy.pad_id, temperature=self.temperature, top_p=self.top_p,
-            generator=self.generator,
+            generator=self.generator, record_margins=record_margins,
         )
 
 
@@ -90,7 +96,10 @@ class ScriptedPolicy:
     far. Draws come from one seeded ``random.Random``, so a run is reproducible. ``calls`` records the
     batch size of every ``generate`` call (the samplers promise one call per stage).
 
-    Example: immediate EOS with probability 1/2, else ``7`` then EOS::
+    Its logits are ``log p`` over the support (tokens with ``p > 0``; the rest are ``-inf``), so the
+    margin the engine records is ``log p1 - log p2`` of the two most likely tokens (:meth:`top2`), a
+    deterministic function of the prefix. Example: immediate EOS with probability 1/2, else ``7`` then
+    EOS::
 
         ScriptedPolicy(lambda pre: {0: .5, 7: .5} if not pre else {0: 1.0}, eos_id=0, newline_ids=(),
                        seed=0)
@@ -124,10 +133,29 @@ class ScriptedPolicy:
             raise ValueError(f"dist_fn gave no positive probability after prefix {prefix}")
         return last  # u landed in the rounding gap at the top
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> Generation:
+    def top2(self, prefix: tuple[int, ...]) -> tuple[int, int, float]:
+        """``(top1, top2, margin)`` of the next-token logits ``log p`` after ``prefix``.
+
+        Ranked by probability, ties by the smaller id. With one token in the support there is no
+        second-best: ``(top1, -1, inf)``. ``margin = log p1 - log p2 >= 0``.
+
+        >>> ScriptedPolicy(lambda pre: {4: .25, 0: .5, 3: .25}, 0, (), seed=0).top2(())
+        (0, 3, 0.6931471805599453)
+        """
+        ranked = sorted(((-p, t) for t, p in self.dist_fn(prefix).items() if p > 0))
+        if not ranked:
+            raise ValueError(f"dist_fn gave no positive probability after prefix {prefix}")
+        if len(ranked) == 1:
+            return ranked[0][1], -1, math.inf
+        (p1, t1), (p2, t2) = ranked[0], ranked[1]
+        return t1, t2, math.log(-p1) - math.log(-p2)
+
+    def generate(self, prompts: list[list[int]], max_new_tokens: int,
+                 record_margins: bool = False) -> Generation:
         self.calls.append(len(prompts))
         if not prompts:
-            return Generation([], [], [], None, 0, 0, 0, 0)
+            rows = (lambda: []) if record_margins else (lambda: None)  # fresh lists, not one shared
+            return Generation([], [], [], rows(), 0, 0, 0, 0, rows(), rows())
         if any(len(p) < max(self.prompt_len, 1) for p in prompts):
             raise ValueError(f"every prompt needs at least max(prompt_len={self.prompt_len}, 1) tokens")
         tokens: list[list[int]] = []
@@ -143,12 +171,19 @@ class ScriptedPolicy:
             tokens.append(out)
             finished.append(bool(out) and out[-1] == self.eos_id)
         lengths = [len(t) for t in tokens]
+        ranks = None
+        if record_margins:  # (top1, top2, margin) at every generated step, from the same prefixes
+            ranks = [[self.top2(tuple(prompt[self.prompt_len:]) + tuple(out[:t])) for t in range(len(out))]
+                     for prompt, out in zip(prompts, tokens)]
         # Same accounting as the batched decoder: rows step together until the longest is done.
         return Generation(
-            tokens=tokens, lengths=lengths, finished=finished, margins=None,
+            tokens=tokens, lengths=lengths, finished=finished,
+            margins=None if ranks is None else [[m for _, _, m in row] for row in ranks],
             prefill_tokens=sum(len(p) for p in prompts),
             padded_prefill_tokens=len(prompts) * max(len(p) for p in prompts),
             generated_tokens=sum(lengths), untrimmed_steps=len(prompts) * max(lengths, default=0),
+            top1=None if ranks is None else [[a for a, _, _ in row] for row in ranks],
+            top2=None if ranks is None else [[b for _, b, _ in row] for row in ranks],
         )
 
     def sequence_prob(self, tokens, cap: int | None = None, given: int = 0) -> float:
