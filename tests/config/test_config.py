@@ -58,6 +58,8 @@ def test_unknown_keys_are_refused():
     (["+arm=stopped_tree", "sampler.split_tokens=50"], "T_max must be >= T_min"),
     (["train.tail_average=[160,170]"], "starts after the last step"),
     (["+arm=stopped_tree_accum", "train.steps=6"], "not a multiple of train.accumulate_questions=4"),
+    (["task=evaluate", "model.path=null"], "task=evaluate reads out a checkpoint: set model.path"),
+    (["eval.schedule=refill"], "eval.schedule=refill needs model.engine=static or vllm"),
 ])
 def test_settings_that_cannot_go_together(overrides, words):
     base = ["profile=smoke"] if overrides[0].startswith("+arm") else SMOKE
@@ -98,6 +100,13 @@ def test_declared_choices_match_the_stage_registries():
     assert set(C.REWARD_NAMES) == set(REWARDS) and set(C.GRADER_NAMES) == set(GRADERS)
     assert tuple(C.HOMOGENEOUS_STEPS) == tuple(HOMOGENEOUS_STEPS) and tuple(C.LOSS_RECIPES) == tuple(LOSS_RECIPES)
     assert set(C.BENCHMARK_NAMES) == set(data.benchmark_names())
+    from rlvr_sweep.evaluation import SCHEDULES
+    from rlvr_sweep.evaluation.registry import READOUTS
+    from rlvr_sweep.rollout import ENGINES
+
+    (eval_names,) = next(f for f in dataclasses.fields(C.EvalConfig) if f.name == "name").metadata["rules"]
+    assert set(eval_names.choices) == set(READOUTS) | {"none"}  # "none": no read-out at all
+    assert set(C.ENGINE_NAMES) == set(ENGINES) and set(C.SCHEDULE_NAMES) == set(SCHEDULES)
 
 
 def test_bookkeeping_settings_do_not_change_the_run_identity():
@@ -105,7 +114,8 @@ def test_bookkeeping_settings_do_not_change_the_run_identity():
 
     base = compose_cfg(SMOKE)
     same = compose_cfg([*SMOKE, "train.write_every=3", "train.checkpoint_every=7", "run.out_root=elsewhere",
-                        "run.on_unfinished=error", "run.wait_for_lock=true", "data.root=/data"])
+                        "run.on_unfinished=error", "run.wait_for_lock=true", "data.root=/data",
+                        "logger=[csv,tensorboard,wandb]", "train.save_model=false"])
     assert config_hash(base) == config_hash(same) and run_dir_for(same).name == run_dir_for(base).name
     for changed in ("train.lr=3e-5", "eval.batch_size=16", "train.num_threads=2", "seed=7"):
         assert config_hash(compose_cfg([*SMOKE, changed])) != config_hash(base), changed

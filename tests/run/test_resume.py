@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from rlvr_sweep import store as results
-from rlvr_sweep.run import checkpoint, train
+from rlvr_sweep.run import checkpoint, run, train
 from tests.conftest import REPO
 from tests.helpers import compose_cfg
 
@@ -34,7 +34,7 @@ ARGS = ["profile=smoke", "train.steps=30", "train.checkpoint_every=10", "train.w
 
 @pytest.mark.parametrize("arm", ["ra_flat", "stopped_tree"])
 def test_crashed_run_resumes_to_the_uninterrupted_ledger(tmp_path, monkeypatch, arm):
-    reference = train.run(compose_cfg([f"+arm={arm}", *ARGS, f"run.out_root={tmp_path}/a"]))
+    reference = run(compose_cfg([f"+arm={arm}", *ARGS, f"run.out_root={tmp_path}/a"]))
     cfg = compose_cfg([f"+arm={arm}", *ARGS, f"run.out_root={tmp_path}/b"])
     real_step_row = train._step_row
 
@@ -45,12 +45,12 @@ def test_crashed_run_resumes_to_the_uninterrupted_ledger(tmp_path, monkeypatch, 
 
     monkeypatch.setattr(train, "_step_row", crash_at_step_17)
     with pytest.raises(KeyboardInterrupt):
-        train.run(cfg)
+        run(cfg)
     run_dir = results.run_dir_for(cfg)
     assert not results.is_finished(run_dir) and (run_dir / checkpoint.CHECKPOINT).is_file()
     assert results.read_run_json(run_dir)["status"] == "failed"
     monkeypatch.setattr(train, "_step_row", real_step_row)
-    resumed = train.run(cfg)
+    resumed = run(cfg)
     assert resumed["resumed_from_step"] == 10 and resumed["status"] == "finished"
     assert not (run_dir / checkpoint.CHECKPOINT).exists()  # pruned once the run is done
     assert_same_ledger(ledger(reference["run_dir"]), ledger(run_dir))
@@ -75,5 +75,5 @@ def test_kill_9_then_same_command_resumes(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     info = results.read_run_json(run_dir)
     assert info["status"] == "finished" and info["resumed_from_step"] >= 5
-    reference = train.run(compose_cfg([*args[:-1], f"run.out_root={tmp_path}/ref"]))
+    reference = run(compose_cfg([*args[:-1], f"run.out_root={tmp_path}/ref"]))
     assert_same_ledger(ledger(reference["run_dir"]), ledger(run_dir))

@@ -55,11 +55,11 @@ def test_a_finished_run_is_never_moved_and_leftovers_of_a_kill_are_removed(tmp_p
     cfg = compose_cfg([*SMOKE, "train.steps=2", f"run.out_root={tmp_path}"])
     run(cfg)
     run_dir = store.run_dir_for(cfg)
-    sealed = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    sealed = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     (run_dir / checkpoint.CHECKPOINT).write_bytes(b"left by a kill between DONE and its removal")
     (run_dir / f".steps.parquet.tmp-{os.getpid() + 1}").write_bytes(b"half a table")
     again = run(cfg)
-    assert again["skipped"] and {p.name: p.read_bytes() for p in run_dir.iterdir()} == sealed
+    assert again["skipped"] and {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == sealed
     assert [p.name for p in run_dir.parent.iterdir() if not p.name.startswith(".")] == [run_dir.name]
 
 

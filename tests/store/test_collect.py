@@ -38,7 +38,8 @@ def sweep_of(tmp_path, finished_run, *names):
 def test_a_finished_run_is_sealed_by_its_manifest(finished_run):
     manifest = json.loads((finished_run / store.MANIFEST).read_text())["files"]
     assert set(manifest) == {"config.yaml", "run.json", "steps.parquet", "rollouts.parquet", "pairs.parquet",
-                             "grades.parquet"}
+                             "grades.parquet", "model/config.json", "model/generation_config.json",
+                             "model/model.safetensors", "model/tokenizer.json", "model/tokenizer_config.json"}
     assert verify_manifest(finished_run) == []
     assert not (finished_run / "checkpoint.pt").exists() and not list(finished_run.glob(".*.tmp-*"))
 

@@ -146,6 +146,9 @@ def test_smoke_sweep_through_slurm_is_collected(tmp_path, capsys):
     assert set(collected["steps"].groupby(["arm", "seed"]).size()) == {3}
     finished_logs = [p for p in (tmp_path / "submitit").glob("*/*_log.out") if "completed successfully" in p.read_text()]
     assert len(finished_logs) == 4, failure_report(tmp_path, proc)
+    for log in finished_logs:  # progress in a SLURM log: plain lines, no carriage-return redraws
+        text = log.read_text() + log.with_name(log.name.replace("_log.out", "_log.err")).read_text()
+        assert "train: 100% 3/3" in text and "read-out trained toy_heldout: 100%" in text and "\r" not in text
     with capsys.disabled():
         print(f"\n[test_slurm] 2x2 smoke sweep on node {controller}: launch -> collected {wall:.1f}s, "
               f"sbatch -> collected {since_sbatch:.1f}s")

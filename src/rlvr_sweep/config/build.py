@@ -42,6 +42,14 @@ def combination_problems(cfg: Config) -> list[str]:
     if t.active_steps is None and t.steps % t.accumulate_questions:
         problems.append(f"train.steps={t.steps} is not a multiple of train.accumulate_questions="
                         f"{t.accumulate_questions}: the last questions would never reach an update")
+    if cfg.task == "evaluate" and not cfg.model.path:
+        problems.append("task=evaluate reads out a checkpoint: set model.path to a save_pretrained folder "
+                        "(e.g. a finished run's <run>/model)")
+    if cfg.task == "evaluate" and not cfg.eval.benchmarks:
+        problems.append("task=evaluate with no eval.benchmarks has nothing to do")
+    if cfg.eval.schedule == "refill" and cfg.model.engine == "reference":
+        problems.append("eval.schedule=refill needs model.engine=static or vllm (the reference engine decodes "
+                        "fixed batches only)")
     return problems
 
 

@@ -24,6 +24,7 @@ class ConfigError(ValueError):
 class Rule:
     ok: Callable[[Any], bool]
     allowed: str  # "must be ..." in words
+    choices: tuple = ()  # for one_of: the allowed values themselves
 
     def __call__(self, value) -> bool:
         try:
@@ -46,7 +47,7 @@ def between(low, high, *, low_open: bool = False) -> Rule:
 
 
 def one_of(*choices) -> Rule:
-    return Rule(lambda v: v in choices, f"must be one of {list(choices)}")
+    return Rule(lambda v: v in choices, f"must be one of {list(choices)}", tuple(choices))
 
 
 def each(rule: Rule) -> Rule:

@@ -29,6 +29,9 @@ REWARD_NAMES = ("ungated", "gated")
 GRADER_NAMES = ("baseline", "math_verify")
 BENCHMARK_NAMES = ("amc23", "ext240", "gsm8k200", "math500", "math_val210", "toy_heldout")
 DTYPE_NAMES = ("bfloat16", "float16", "float32")
+ENGINE_NAMES = ("reference", "static", "vllm")
+SCHEDULE_NAMES = ("fixed", "length_sorted", "refill")
+TASKS = ("train", "evaluate")
 
 
 @dataclass
@@ -39,6 +42,12 @@ class ModelConfig:
     dtype: str = setting("bfloat16", one_of(*DTYPE_NAMES))  # weights and AdamW state (no fp32 master copy)
     untie_embeddings: bool = True  # the baseline trains separate embedding and output-head weights
     device: str = setting("auto", matches(r"auto|cpu|mps|cuda(:\d+)?", "auto, cpu, mps, cuda or cuda:N"))
+    # decoding engine for rollouts and read-outs: `reference` (the loop over a DynamicCache),
+    # `static` (preallocated cache, CUDA graphs on a GPU), `vllm` (GPU, `pip install rlvr_sweep[vllm]`)
+    engine: str = setting("reference", one_of(*ENGINE_NAMES))
+    # content digest of the weights in `path`; filled in for task=evaluate, so the checkpoint is part
+    # of that run's identity (`run.identity`)
+    fingerprint: Optional[str] = setting(None, NON_EMPTY)
 
 
 @dataclass
@@ -108,6 +117,9 @@ class EvalConfig:
     benchmarks: list[str] = setting(["math500", "math_val210", "ext240"], each(one_of(*BENCHMARK_NAMES)))
     max_new_tokens: int = setting(2048, at_least(1))  # paper tokens (scaled by profile.length_scale)
     batch_size: int = setting(32, at_least(1))  # changes bf16 grades (paper §5.4), so part of the identity
+    # fixed: batches of batch_size in dataset order (the paper's); length_sorted; refill (continuous)
+    schedule: str = setting("fixed", one_of(*SCHEDULE_NAMES))
+    slots: Optional[int] = setting(None, at_least(1))  # refill: rows decoding at once (None: batch_size)
     limit: Optional[int] = setting(None, at_least(1))  # first `limit` items of each benchmark
     before: bool = True  # read out the untrained policy too
     after: bool = True
@@ -141,6 +153,37 @@ class TrainConfig:
     checkpoint_every: int = setting(10, at_least(1), identity=False)  # save checkpoint.pt every N steps
     # torch intra-op CPU threads; None = torch's default. Part of the identity: it changes float reductions.
     num_threads: Optional[int] = setting(None, at_least(1))
+    # keep the final policy (the tail average where one is used) as a save_pretrained folder
+    # <run>/model, loadable with model.path=; on: read-outs of saved checkpoints (task=evaluate,
+    # Tables 5A/5B) need it, and 1.5 GB per paper run is small beside the compute it took
+    save_model: bool = setting(True, identity=False)
+
+
+@dataclass
+class CsvLoggerConfig:
+    enabled: bool = setting(False, identity=False)
+
+
+@dataclass
+class TensorBoardLoggerConfig:
+    enabled: bool = setting(False, identity=False)
+
+
+@dataclass
+class WandbLoggerConfig:
+    enabled: bool = setting(False, identity=False)
+    mode: str = setting("offline", one_of("offline", "online", "disabled"), identity=False)
+    project: str = setting("rlvr_sweep", NON_EMPTY, identity=False)
+    entity: Optional[str] = setting(None, NON_EMPTY, identity=False)
+
+
+@dataclass
+class LoggerConfig:
+    """Experiment loggers, any number at once (`logger=[csv,tensorboard]`); files go to <run>/logs."""
+
+    csv: CsvLoggerConfig = field(default_factory=CsvLoggerConfig)
+    tensorboard: TensorBoardLoggerConfig = field(default_factory=TensorBoardLoggerConfig)
+    wandb: WandbLoggerConfig = field(default_factory=WandbLoggerConfig)
 
 
 @dataclass
@@ -153,6 +196,9 @@ class RunConfig:
 
 @dataclass
 class Config:
+    # train: read out, train, read out; evaluate: read out model.path only (a saved run's model or
+    # any save_pretrained folder), in its own run folder
+    task: str = setting("train", one_of(*TASKS))
     arm: str = setting("custom", NON_EMPTY)
     # The paper arm this preset reproduces, per horizon in paper tokens: `stopped_tree` is Arm 5 at
     # 512 and Arm 12 at 1024 ({512: "5", 1024: "12"}); Table 3 ablations give their names. A label,
@@ -170,6 +216,7 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     profile: ProfileConfig = field(default_factory=ProfileConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
 

@@ -18,6 +18,8 @@ the items' order, so the caller grades row ``i`` against item ``i`` whatever the
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from rlvr_sweep.rollout import Generation
@@ -97,13 +99,16 @@ def decode_readout(
     generator: torch.Generator | None = None,
     record_margins: bool = False,
     slots: int | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
 ) -> Generation:
     """Decode every prompt under ``schedule`` with the engine named ``engine``; rows in item order.
 
     ``batch_size`` is the batch of ``fixed`` / ``length_sorted``; ``slots`` the number of rows of
     ``refill`` (default ``batch_size``). ``refill`` runs on the static engine's decode step (engine
     ``static``) or on vLLM's scheduler (engine ``vllm``); the reference engine has no refill.
+    ``on_batch(items, generated_tokens)`` is called after every decoded batch (progress reports).
     """
+    report = on_batch or (lambda items, tokens: None)
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown eval schedule {schedule!r}; valid: {list(SCHEDULES)}")
     generate = get_engine(engine)
@@ -119,8 +124,12 @@ def decode_readout(
             gen = generate_refill(model, ordered, slots=slots or batch_size, **kwargs)
         else:
             raise ValueError(f"eval schedule 'refill' needs engine 'static' or 'vllm', got {engine!r}")
+        report(n, gen.generated_tokens)
         return merge_generations([(order, gen)], n)
     batches = fixed_batches(n, batch_size) if schedule == "fixed" else length_sorted_batches(
         [len(p) for p in prompts], batch_size)
-    parts = [(items, generate(model, [prompts[i] for i in items], **kwargs)) for items in batches]
+    parts = []
+    for items in batches:
+        parts.append((items, generate(model, [prompts[i] for i in items], **kwargs)))
+        report(len(items), parts[-1][1].generated_tokens)
     return merge_generations(parts, n)

@@ -8,6 +8,7 @@ says how to point the run at a local copy.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 from dataclasses import dataclass
@@ -62,10 +63,29 @@ def resolve_model_source(cfg: ModelConfig) -> str:
     raise ModelLoadError(
         f"cannot load {cfg.hub_id!r}: it is not in the local Hugging Face cache and the hub "
         f"({_hub_endpoint()}) cannot be reached from this machine. Download it where there is "
-        f"network (e.g. `huggingface-cli download {cfg.hub_id} --local-dir /path/to/{cfg.hub_id.split('/')[-1]}`), "
+        f"network (e.g. `hf download {cfg.hub_id} --local-dir /path/to/{cfg.hub_id.split('/')[-1]}`), "
         "copy the folder here and rerun with model.path=/path/to/that/folder "
         "(or set HF_HOME to a cache that holds it)."
     )
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+def weights_fingerprint(path: str) -> str:
+    """A digest of a model folder's weights and config (sha256 over their bytes, 16 hex digits): the
+    checkpoint a read-out reads, whatever folder it sits in."""
+    folder = _resolve_path(path)
+    files = sorted(f for f in folder.iterdir() if f.suffix in WEIGHT_SUFFIXES or f.name == "config.json")
+    if not any(f.suffix in WEIGHT_SUFFIXES for f in files):
+        raise ModelLoadError(f"model.path={path!r} holds no weight files ({', '.join(WEIGHT_SUFFIXES)}) in {folder}")
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.name.encode() + b"\0")
+        with open(f, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def load_policy(cfg: ModelConfig) -> Policy:

@@ -1,172 +1,39 @@
-"""One run, top to bottom: read out the base policy, train, read out the trained policy.
+"""The training loop, read top to bottom: rollout -> reward -> advantage -> loss -> optimizer step -> ledger.
 
 Each training step takes one question (row s % len(rows)), samples G rollouts from the current
 policy, scores them with the verifier reward (optionally gated), turns rewards into advantages,
 and makes one optimizer update; homogeneous groups take the configured `optimizer_step`
 (seed paper §1, §3.2, §4.1; baseline spec §5-§7). Tables are rewritten atomically as the run goes.
+The run around it (folder, checkpoints, read-outs) is `lifecycle.run`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import traceback
 
 import torch
 
 from rlvr_sweep import data, store
-from rlvr_sweep.config import Config, check_config, paper_arm, scaled_length
-from rlvr_sweep.evaluation import evaluate_greedy
-from rlvr_sweep.policy import load_policy, resolve_model_source
-from rlvr_sweep.reward import first_box_token, get_grader, grading
+from rlvr_sweep.config import Config, scaled_length
+from rlvr_sweep.reward import first_box_token
 from rlvr_sweep.rollout import ModelPolicy, get_sampler
-from rlvr_sweep.run import checkpoint
-from rlvr_sweep.update import TailAverage, apply_update, ledger_rows, make_adamw, score_group
+from rlvr_sweep.run.progress import Progress
+from rlvr_sweep.update import apply_update, ledger_rows, score_group
 from rlvr_sweep.update import backward as question_backward
 
 log = logging.getLogger(__name__)
+# one line per step, for the run's own logs/run.log only (the console gets the progress bar)
+step_log = logging.getLogger("rlvr_sweep.steps")
+step_log.propagate = False
 AUDIT_PREFIX_TOKENS = 512  # §5.4 gt512_prefix_audit: what the first 512 tokens of a longer rollout hold
 
 
-def run(cfg: Config) -> dict:
-    """Train and evaluate one run; a finished run folder is skipped. Returns the run summary.
-
-    Everything that can be checked is checked before anything is written: the settings, the data
-    files and benchmark names, and where the model comes from. Then the run takes its folder's lock
-    (one writer per run: `store.run_lock`), loads the model, and resumes from its checkpoint or
-    starts over. A finished run is sealed with a manifest before its `DONE` marker.
-    """
-    check_config(cfg)
-    run_dir = store.run_dir_for(cfg)
-    if store.is_finished(run_dir):
-        return _skip_finished(run_dir)
-    train_rows = data.training_rows(cfg.data)
-    eval_sets = {b: data.benchmark_rows(b, cfg.data, cfg.eval.limit) for b in cfg.eval.benchmarks}
-    resolve_model_source(cfg.model)  # a missing folder or unreachable hub fails here, in seconds
-    with store.run_lock(run_dir, wait=cfg.run.wait_for_lock):
-        if store.is_finished(run_dir):  # finished by the process this one waited for
-            return _skip_finished(run_dir)
-        if cfg.train.num_threads:
-            torch.set_num_threads(cfg.train.num_threads)
-        policy = load_policy(cfg.model)
-        resume = _resume_or_start(cfg, run_dir)
-        info = {
-            "status": "running", "arm": cfg.arm, "paper_arm": paper_arm(cfg), "seed": cfg.seed,
-            "horizon": cfg.horizon.tokens, "profile": cfg.profile.name, "config_hash": store.config_hash(cfg),
-            "run_dir": str(run_dir.resolve()), "model_source": policy.source, "started_at": time.time(),
-            "code": store.code_version(),
-            "params": sum(p.numel() for p in policy.model.parameters() if p.requires_grad),  # P of the FLOP proxies
-        }
-        if resume:
-            info["resumed_from_step"] = resume["progress"]["step"]
-        store.atomic_write_json(run_dir / store.RUN_JSON, info)
-        log.info("run %s -> %s", cfg.arm, run_dir)
-        try:
-            info.update(_train_and_evaluate(cfg, policy, train_rows, eval_sets, run_dir, resume))
-            info["status"] = "finished"
-        except BaseException as err:
-            info.update(status="failed", error=repr(err), traceback=traceback.format_exc())
-            raise
-        finally:
-            info["finished_at"] = time.time()
-            info["wall_seconds"] = info["finished_at"] - info["started_at"]
-            store.atomic_write_json(run_dir / store.RUN_JSON, info)
-        store.finish(run_dir)
-        _tidy(run_dir)
-    _log_summary(info)
-    return info
-
-
-def _skip_finished(run_dir) -> dict:
-    """A finished run is never moved or rewritten; a checkpoint or temporary file that a kill left
-    after its DONE marker is removed (when no other process holds the run)."""
-    log.info("skipping finished run %s", run_dir)
-    if (run_dir / checkpoint.CHECKPOINT).exists() or any(run_dir.glob(".*.tmp-*")):
-        try:
-            with store.run_lock(run_dir):
-                _tidy(run_dir)
-        except store.RunBusyError:
-            pass
-    return {**store.read_run_json(run_dir), "skipped": True}
-
-
-def _tidy(run_dir) -> None:
-    checkpoint.remove(run_dir)
-    store.remove_temp_files(run_dir)
-
-
-def _resume_or_start(cfg: Config, run_dir) -> dict | None:
-    """The checkpoint to resume from, or None after preparing a fresh folder. An unfinished folder
-    without a usable checkpoint is moved aside, never deleted (or stops the run: on_unfinished=error)."""
-    if not run_dir.exists():
-        store.prepare_run_dir(cfg, run_dir)
-        return None
-    for path in store.remove_temp_files(run_dir):
-        log.info("removed %s, left by a killed writer", path)
-    try:
-        resume = checkpoint.load(run_dir, store.config_hash(cfg))
-        why = "holds an unfinished run without a checkpoint"
-    except checkpoint.CheckpointError as err:
-        log.error("%s", err)
-        resume, why = None, f"has an unusable checkpoint ({err})"
-    if resume is None:
-        moved = store.prepare_run_dir(cfg, run_dir, why)
-        log.warning("%s %s: moved it aside to %s and started over", run_dir, why, moved)
-    return resume
-
-
-def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, resume: dict | None) -> dict:
-    grader_before = grading.stats()
-    grading.warm_up()  # start the sympy worker now, not inside the first timed step
-    torch.manual_seed(cfg.seed)
-    t = cfg.train
-    params = [p for p in policy.model.parameters() if p.requires_grad]
-    optimizer = make_adamw(params, t.lr, t.betas, t.adam_eps, t.weight_decay)
-    generator = torch.Generator(device=policy.device).manual_seed(cfg.seed)
-    tail = TailAverage(params, *t.tail_average) if t.tail_average else None
-    progress = {"config_hash": store.config_hash(cfg), "step": 0, "active_count": 0, "base_done": False,
-                "steps": [], "rollouts": [], "pairs": [], "grades": [], "accuracy": {}}
-    if resume:
-        progress = checkpoint.restore(resume, model=policy.model, optimizer=optimizer, generator=generator, tail=tail)
-        log.info("resuming from step %d", progress["step"])
-    lengths = _scaled_lengths(cfg)
-    eval_tokens = scaled_length(cfg.eval.max_new_tokens, cfg.profile.length_scale)
-    grade = get_grader(cfg.grader.name)
-    keys = store.run_keys(cfg)
-
-    def read_out(phase: str) -> None:
-        for name, rows in eval_sets.items():
-            graded = evaluate_greedy(policy, rows, benchmark=name, phase=phase, max_new_tokens=eval_tokens,
-                                     batch_size=cfg.eval.batch_size, grade=grade)
-            progress["grades"].extend(graded)
-            progress["accuracy"].setdefault(phase, {}).update(_accuracy_by_source(name, graded))
-        store.write_table(run_dir, "grades", progress["grades"], keys)
-
-    def save() -> None:
-        checkpoint.save(run_dir, model=policy.model, optimizer=optimizer, generator=generator, tail=tail,
-                        progress=progress)
-
-    if cfg.eval.before and not progress["base_done"]:
-        read_out("base")
-        progress["base_done"] = True
-        save()
-    _train(cfg, policy, params, optimizer, train_rows, generator, tail, lengths, grade, run_dir, progress, save, keys)
-    if tail:
-        tail.load_into(params)
-    if cfg.eval.after:
-        read_out("trained")
-    return {
-        "horizon_tokens": lengths["horizon"], "gate_chars": lengths["gate"], "eval_max_new_tokens": eval_tokens,
-        "lengths": lengths, "accuracy": progress["accuracy"], "totals": _totals(progress["steps"]),
-        "tail_average_steps": tail.count if tail else None,
-        "grader": {k: v - grader_before.get(k, 0) for k, v in grading.stats().items()},  # this run's timeouts etc.
-    }
-
-
-def _train(cfg: Config, policy, params, optimizer, train_rows, generator, tail, lengths: dict, grade, run_dir,
-           progress: dict, save, keys: dict) -> None:
+def train_loop(cfg: Config, policy, params, optimizer, train_rows, generator, tail, lengths: dict, grade, run_dir,
+               progress: dict, save, keys: dict, loggers) -> None:
     """The loop: one question per step; an optimizer update every `accumulate_questions` steps.
-    `progress` holds the counters and ledger rows; it is checkpointed between updates."""
+    `progress` holds the counters and ledger rows; it is checkpointed between updates. Steps are
+    numbered from 0, in the tables, the log and the loggers alike."""
     model, tok = policy.model, policy.tokenizer
     t, sc, est = cfg.train, cfg.sampler, cfg.estimator
     sampling = ModelPolicy(policy, temperature=sc.temperature, top_p=sc.top_p, generator=generator)
@@ -179,6 +46,8 @@ def _train(cfg: Config, policy, params, optimizer, train_rows, generator, tail, 
         if t.active_steps:
             return progress["step"] < t.max_steps and progress["active_count"] < t.active_steps
         return progress["step"] < t.steps
+
+    bar = Progress(t.max_steps if t.active_steps else t.steps, "train", "step", initial=progress["step"])
 
     while more():
         step = progress["step"]
@@ -207,14 +76,22 @@ def _train(cfg: Config, policy, params, optimizer, train_rows, generator, tail, 
         steps.append(_step_row(step, row, scored, outcome, loss, bwd, seconds, len(prompt)))
         rollouts.extend(_rollout_rows(step, row, scored, decode, lengths["audit_prefix"]))
         pairs.extend(ledger_rows(step, scored))
-        log.info("step %d q=%s reward %.3f %s %s gen %d tok %.0f tok/s %.2fs", step + 1, row["id"],
-                 float(scored.rewards.mean()), "active" if scored.active else "homog",
-                 outcome.action if outcome else "accumulating", group.gen_tokens, group.gen_tokens / seconds, seconds)
+        tokens_per_s = group.gen_tokens / seconds
+        step_log.info("step %d q=%s reward %.3f %s %s gen %d tok %.0f tok/s %.2fs", step, row["id"],
+                      float(scored.rewards.mean()), "active" if scored.active else "homog",
+                      outcome.action if outcome else "accumulating", group.gen_tokens, tokens_per_s, seconds)
+        loggers.log_step(step, {"mean_reward": float(scored.rewards.mean()), "active": float(scored.active),
+                                "grad_norm": outcome.grad_norm if outcome else None, "loss": loss,
+                                "gen_tokens": group.gen_tokens, "tokens_per_s": tokens_per_s, "seconds": seconds,
+                                "lr": optimizer.param_groups[0]["lr"]})
+        bar.update(1, group.gen_tokens, reward=f"{float(scored.rewards.mean()):.3f}",
+                   active=progress["active_count"])
         progress["step"] = step + 1
         if progress["step"] % t.write_every == 0 or not more():
             _write_ledger(run_dir, steps, rollouts, pairs, keys)
         if not pending and (progress["step"] % t.checkpoint_every == 0 or not more()):
             save()
+    bar.close()
 
 
 def draw_group(name: str, sampling, prompt: list[int], lengths: dict, sc):
@@ -294,7 +171,7 @@ def _write_ledger(run_dir, steps, rollouts, pairs, keys) -> None:
     store.write_table(run_dir, "pairs", pairs, keys)
 
 
-def _scaled_lengths(cfg: Config) -> dict:
+def scaled_lengths(cfg: Config) -> dict:
     """Every paper length budget in this profile's units (profile.length_scale)."""
     scale, sc = cfg.profile.length_scale, cfg.sampler
     return {
@@ -307,25 +184,8 @@ def _scaled_lengths(cfg: Config) -> dict:
     }
 
 
-def _accuracy_by_source(benchmark: str, graded: list[dict]) -> dict:
-    """Accuracy of a benchmark, plus each source's when it combines several (ext240)."""
-    out = {benchmark: sum(g["correct"] for g in graded) / len(graded)}
-    sources = sorted({g["source"] for g in graded})
-    if len(sources) > 1:
-        for source in sources:
-            part = [g["correct"] for g in graded if g["source"] == source]
-            out[f"{benchmark}/{source}"] = sum(part) / len(part)
-    return out
-
-
-def _totals(steps: list[dict]) -> dict:
+def totals(steps: list[dict]) -> dict:
     keys = ("gen_tokens", "prefill_tokens", "padded_prefill_tokens", "untrimmed_steps", "bwd_out_tokens", "bwd_full_tokens", "seconds")
     totals = {k: sum(s[k] for s in steps) for k in keys}
     totals.update(steps=len(steps), active_steps=sum(s["active"] for s in steps))
     return totals
-
-
-def _log_summary(info: dict) -> None:
-    acc = info.get("accuracy", {})
-    parts = [f"{phase} {name} {value:.3f}" for phase, by_name in acc.items() for name, value in by_name.items()]
-    log.info("finished %s seed %s in %.1fs: %s", info["arm"], info["seed"], info["wall_seconds"], ", ".join(parts))

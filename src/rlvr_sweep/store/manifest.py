@@ -1,8 +1,10 @@
 """A finished run's manifest: the size and sha256 of every file it wrote, checked by collect and verify.
 
-`manifest.json` is written after the run's last table and `run.json` and before `DONE`. It lists
-every regular file of the folder except itself, `DONE`, the resumable checkpoint (removed once the
-run is done) and temporary files. `verify_manifest` reports a missing, resized or altered file, a
+`manifest.json` is written after the run's last table, `run.json` and saved model, and before
+`DONE`. It lists every regular file of the folder and its subfolders (the saved `model/` included)
+except itself, `DONE`, the resumable checkpoint (removed once the run is done), temporary files and
+`logs/` (run.log and the experiment loggers' files: reports, not results, and still written to when
+the run finishes). `verify_manifest` reports a missing, resized or altered file, a
 file the manifest does not know, and a missing or unreadable manifest.
 """
 
@@ -14,11 +16,18 @@ from pathlib import Path
 
 MANIFEST = "manifest.json"
 NOT_LISTED = {MANIFEST, "DONE", "checkpoint.pt"}
+LOGS = "logs"
 
 
-def _listed(run_dir: Path) -> list[Path]:
-    return sorted(p for p in run_dir.iterdir()
-                  if p.is_file() and p.name not in NOT_LISTED and not p.name.startswith("."))
+def _listed(run_dir: Path) -> dict[str, Path]:
+    """{posix path relative to the run folder: file} of every file the manifest covers."""
+    files = {}
+    for path in sorted(run_dir.rglob("*")):
+        rel = path.relative_to(run_dir)
+        if (path.is_file() and rel.parts[0] != LOGS and not any(part.startswith(".") for part in rel.parts)
+                and str(rel) not in NOT_LISTED):
+            files[rel.as_posix()] = path
+    return files
 
 
 def file_digest(path: Path) -> dict:
@@ -30,7 +39,7 @@ def file_digest(path: Path) -> dict:
 
 
 def manifest_bytes(run_dir: Path) -> bytes:
-    files = {p.name: file_digest(p) for p in _listed(Path(run_dir))}
+    files = {name: file_digest(path) for name, path in _listed(Path(run_dir)).items()}
     return json.dumps({"files": files}, indent=2, sort_keys=True).encode()
 
 
@@ -56,5 +65,5 @@ def verify_manifest(run_dir) -> list[str]:
         elif have["sha256"] != want.get("sha256"):
             problems.append(f"{file}: content differs from the manifest (sha256 {have['sha256'][:12]}, "
                             f"expected {str(want.get('sha256'))[:12]})")
-    problems += [f"{p}: not in the manifest" for p in _listed(run_dir) if p.name not in listed]
+    problems += [f"{path}: not in the manifest" for name, path in _listed(run_dir).items() if name not in listed]
     return problems

@@ -13,13 +13,14 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from rlvr_sweep.config import Config, identity_dict, paper_arm
+from rlvr_sweep.config import Config, identity_dict, paper_arm, scaled_length
 from rlvr_sweep.store import schema
 from rlvr_sweep.store.manifest import MANIFEST, manifest_bytes
 
@@ -46,6 +47,15 @@ def config_hash(cfg: Config) -> str:
 
 
 def run_dir_for(cfg: Config) -> Path:
+    """`{out_root}/{profile}/{arm}/h{horizon}_s{seed}_{hash}`; the horizon is in paper tokens (the
+    rollouts of a profile with `length_scale` < 1 are shorter: see `rollout_cap` in every table). A
+    read-out of a checkpoint (task=evaluate) goes to `{out_root}/{profile}/evaluate/{label}_s{seed}_{hash}`,
+    `label` being the arm when one is set, else the checkpoint folder's name (its run's, for a
+    `<run>/model` folder)."""
+    if cfg.task == "evaluate":
+        folder = Path(cfg.model.path or "checkpoint")
+        label = cfg.arm if cfg.arm != "custom" else (folder.parent.name if folder.name == "model" else folder.name)
+        return Path(cfg.run.out_root) / cfg.profile.name / "evaluate" / f"{label}_s{cfg.seed}_{config_hash(cfg)}"
     name = f"h{cfg.horizon.tokens}_s{cfg.seed}_{config_hash(cfg)}"
     return Path(cfg.run.out_root) / cfg.profile.name / cfg.arm / name
 
@@ -99,11 +109,11 @@ def is_stale(path: Path) -> bool:
 
 
 def remove_temp_files(run_dir: Path) -> list[Path]:
-    """Delete the `.<file>.tmp-<pid>` files a killed writer left (never results: those are renamed
-    into place whole). Returns what was removed."""
-    removed = [p for p in Path(run_dir).glob(".*.tmp-*") if p.is_file()]
+    """Delete the `.<name>.tmp-<pid>` files and folders a killed writer left (never results: those
+    are renamed into place whole). Returns what was removed."""
+    removed = sorted(Path(run_dir).glob(".*.tmp-*"))
     for p in removed:
-        p.unlink()
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
     return removed
 
 
@@ -118,11 +128,13 @@ def mark_done(run_dir: Path) -> None:
 
 
 def code_version() -> dict:
-    """The git commit of the code that ran, and whether the tree had uncommitted changes."""
+    """The git commit of the code that ran, and whether tracked files had uncommitted changes (an
+    untracked file, such as a data folder, does not make the code dirty)."""
     here = Path(__file__).resolve().parent
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=here, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
     if commit.returncode != 0:
@@ -131,6 +143,9 @@ def code_version() -> dict:
 
 
 def run_keys(cfg: Config) -> dict:
-    """The columns every table of the run carries: its identity and the paper arm it reproduces."""
+    """The columns every table of the run carries: its identity, the paper arm it reproduces, and the
+    lengths it actually used in this profile's tokens (`horizon` is in paper tokens)."""
+    scale = cfg.profile.length_scale
     return {"arm": cfg.arm, "horizon": cfg.horizon.tokens, "seed": cfg.seed, "config_hash": config_hash(cfg),
-            "paper_arm": paper_arm(cfg)}
+            "paper_arm": paper_arm(cfg), "rollout_cap": scaled_length(cfg.horizon.tokens, scale),
+            "readout_cap": scaled_length(cfg.eval.max_new_tokens, scale)}

@@ -8,10 +8,12 @@ files from older versions are read when their required columns are present.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2  # 2: every table carries `paper_arm`; grades' `all_cap` became `capped_unboxed`
+SCHEMA_VERSION = 2  # 2: tables carry `paper_arm`, `rollout_cap`, `readout_cap`; `all_cap` became `capped_unboxed`
 METADATA_KEY = b"rlvr_sweep.schema_version"
 RUN_KEYS = ("arm", "horizon", "seed", "config_hash")  # a run's identity
-TABLE_KEYS = (*RUN_KEYS, "paper_arm")  # the columns every table carries (paper_arm is a label of arm + horizon)
+# the columns every table carries: paper_arm labels arm + horizon; rollout_cap and readout_cap are the
+# lengths a run actually used, in its profile's tokens (horizon is in paper tokens)
+TABLE_KEYS = (*RUN_KEYS, "paper_arm", "rollout_cap", "readout_cap")
 
 # table -> columns every row must have (more columns are allowed)
 REQUIRED_COLUMNS = {

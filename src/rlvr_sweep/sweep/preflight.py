@@ -36,6 +36,7 @@ def check_sweep(conf_dir: str, overrides: list[str]) -> int:
     """Compose and check every job; returns the number of jobs checked."""
     from rlvr_sweep import data, store
     from rlvr_sweep.policy import resolve_model_source
+    from rlvr_sweep.run.loggers import check_loggers
 
     job_overrides = [o for o in overrides if not o.startswith("hydra")]
     checked: dict[str, None] = {}
@@ -47,6 +48,7 @@ def check_sweep(conf_dir: str, overrides: list[str]) -> int:
                 if store.is_finished(store.run_dir_for(cfg)):
                     continue  # it will be skipped
                 for key, check in (
+                    (repr(cfg.logger), lambda: check_loggers(cfg.logger)),
                     (repr(cfg.model), lambda: resolve_model_source(cfg.model)),
                     (repr(cfg.data), lambda: data.training_rows(cfg.data)),
                     (repr((cfg.data, cfg.eval.benchmarks)),

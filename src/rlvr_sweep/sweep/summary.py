@@ -38,19 +38,26 @@ def accuracy_frame(infos: list[dict]) -> pd.DataFrame:
 
 
 def format_summary(infos: list[dict]) -> str:
-    header = f"{'arm':<18} {'paper':<6} {'hash':<8} {'seed':>5} {'horizon':>7} {'status':<9} {'benchmark':<12} {'base':>6} {'trained':>7} {'delta':>7} {'wall_s':>7}"
+    """One line per run and benchmark: base and trained (or, for task=evaluate, the checkpoint's) greedy
+    accuracy. `horizon` is in paper tokens, as in the run folder's name; `caps` are the rollout and
+    read-out caps the run actually used, in its profile's tokens (64/256 in the smoke profile)."""
+    header = (f"{'arm':<18} {'paper':<6} {'hash':<8} {'seed':>5} {'horizon':>7} {'caps':>9} {'status':<9} "
+              f"{'benchmark':<12} {'base':>6} {'trained':>7} {'delta':>7} {'wall_s':>7}")
     lines = [header]
     for info in infos:
         acc = info.get("accuracy", {})
+        after = acc.get("trained", acc.get("eval", {}))
         names = sorted({n for by_name in acc.values() for n in by_name}) or ["-"]
+        caps = f"{info.get('rollout_cap', '?')}/{info.get('readout_cap', '?')}"
+        status = "skipped" if info.get("skipped") else info.get("status", "?")
         for name in names:
-            base, trained = acc.get("base", {}).get(name), acc.get("trained", {}).get(name)
+            base, trained = acc.get("base", {}).get(name), after.get(name)
             delta = trained - base if base is not None and trained is not None else None
             lines.append(
-                f"{info.get('arm', '?'):<18} {info.get('paper_arm') or '-':<6} {info.get('config_hash', '-'):<8} {info.get('seed', '?'):>5} {info.get('horizon', '?'):>7} "
-                f"{('skipped' if info.get('skipped') else info.get('status', '?')):<9} {name:<12} "
-                f"{_pct(base):>6} {_pct(trained):>7} {_pct(delta, signed=True):>7} {info.get('wall_seconds', float('nan')):>7.1f}"
-            )
+                f"{info.get('arm', '?'):<18} {info.get('paper_arm') or '-':<6} {info.get('config_hash', '-'):<8} "
+                f"{info.get('seed', '?'):>5} {info.get('horizon', '?'):>7} {caps:>9} {status:<9} {name:<12} "
+                f"{_pct(base):>6} {_pct(trained):>7} {_pct(delta, signed=True):>7} "
+                f"{info.get('wall_seconds', float('nan')):>7.1f}")
     return "\n".join(lines)
 
 
