@@ -56,11 +56,12 @@ class ModelPolicy:
     """
 
     def __init__(self, policy, temperature: float | None, top_p: float | None,
-                 generator: torch.Generator | None = None):
+                 generator: torch.Generator | None = None, generate_fn=generate):
         self.policy = policy
         self.temperature = temperature
         self.top_p = top_p
         self.generator = generator
+        self.generate_fn = generate_fn  # an engine with `engine.generate`'s contract (`rollout.ENGINES`)
         self._newlines: frozenset[int] | None = None
 
     @property
@@ -78,7 +79,7 @@ class ModelPolicy:
 
     def generate(self, prompts: list[list[int]], max_new_tokens: int,
                  record_margins: bool = False) -> Generation:
-        return generate(
+        return self.generate_fn(
             self.policy.model, prompts, max_new_tokens=max_new_tokens, eos_id=self.policy.eos_id,
             pad_id=self.policy.pad_id, temperature=self.temperature, top_p=self.top_p,
             generator=self.generator, record_margins=record_margins,

@@ -27,6 +27,7 @@ from rlvr_sweep import data, store
 from rlvr_sweep.config import Config, check_config, paper_arm, scaled_length
 from rlvr_sweep.policy import load_policy, resolve_model_source, weights_fingerprint
 from rlvr_sweep.reward import get_grader, grading
+from rlvr_sweep.rollout import static_engine, vllm_engine
 from rlvr_sweep.run import checkpoint, readouts, train
 from rlvr_sweep.run.loggers import check_loggers, open_loggers
 from rlvr_sweep.run.progress import Progress
@@ -85,6 +86,8 @@ def run(cfg: Config) -> dict:
                 info["wall_seconds"] = info["finished_at"] - info["started_at"]
                 store.atomic_write_json(run_dir / store.RUN_JSON, info)
                 loggers.close()
+                static_engine.release(policy.model)  # the fast engines' caches and graphs
+                vllm_engine.release(policy.model)
             store.finish(run_dir)
             _tidy(run_dir)
             _log_summary(info)

@@ -17,7 +17,7 @@ import torch
 from rlvr_sweep import data, store
 from rlvr_sweep.config import Config, scaled_length
 from rlvr_sweep.reward import first_box_token
-from rlvr_sweep.rollout import ModelPolicy, get_sampler
+from rlvr_sweep.rollout import ModelPolicy, get_engine, get_sampler
 from rlvr_sweep.run.progress import Progress
 from rlvr_sweep.update import apply_update, ledger_rows, score_group
 from rlvr_sweep.update import backward as question_backward
@@ -36,7 +36,8 @@ def train_loop(cfg: Config, policy, params, optimizer, train_rows, generator, ta
     numbered from 0, in the tables, the log and the loggers alike."""
     model, tok = policy.model, policy.tokenizer
     t, sc, est = cfg.train, cfg.sampler, cfg.estimator
-    sampling = ModelPolicy(policy, temperature=sc.temperature, top_p=sc.top_p, generator=generator)
+    sampling = ModelPolicy(policy, temperature=sc.temperature, top_p=sc.top_p, generator=generator,
+                           generate_fn=get_engine(cfg.model.engine))
     steps, rollouts, pairs = progress["steps"], progress["rollouts"], progress["pairs"]
     decode = lambda ids: tok.decode(ids, skip_special_tokens=False)  # noqa: E731  (EOS kept, as stored)
     pending = []
