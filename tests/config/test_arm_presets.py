@@ -30,7 +30,15 @@ ROWS = {  # columns as COLUMNS; alpha is 0.5, K x B = 4 x 2, T_min 96, G = 8 eve
     "mst_zpd_act35":      ("midpoint", "tree_mean", 0.25, "zero_grad", 30, "scale_then_sum", 512, "math_train_zpd", None, 0, 1, False, False, 35, 50, 90, None, 160, "mst_zpd_act35"),
     "ra_mst_tail50":      ("midpoint", "tree_mean", 0.25, "zero_grad", 30, "scale_then_sum", 512, "math_train", None, 3, 1, False, False, None, 50, 1000, [26, 50], 160, "ra_mst_tail50"),
     "stopped_tree_h1024": (*TREE, 0.0, "zero_grad", 30, "scale_then_sum", 1024, "math_train", None, 3, 1, False, True, None, 50, 1000, None, 240, "stopped_tree_h1024"),
+    "cf_grpo":            ("cf_fork", "cf_uncond", 0.0, "zero_grad", 30, "scale_then_sum", 1024, "math_train", None, 3, 1, False, False, None, 50, 1000, None, 160, "14"),
+    "rg_cf_grpo":         ("cf_fork", "cf_rg", 0.0, "zero_grad", 30, "scale_then_sum", 1024, "math_train", None, 3, 1, False, False, None, 50, 1000, None, 160, "15"),
+    "rg_cf_grpo_act18":   ("cf_fork", "cf_rg", 0.0, "zero_grad", 30, "scale_then_sum", 1024, "math_train", None, 3, 1, False, False, 18, 50, 1000, None, 160, "16"),
+    "pb_cf_grpo":         ("cf_fork", "cf_pb", 0.0, "zero_grad", 30, "scale_then_sum", 1024, "math_train", None, 3, 1, False, False, None, 50, 1000, None, 160, "17"),
+    "rg_cf_grpo_strat":   ("cf_fork", "cf_rg", 0.0, "zero_grad", 30, "scale_then_sum", 1024, "math_train_stratified", 50, 3, 1, False, False, None, 50, 1000, None, 160, "18"),
+    "pb_cf_grpo_strat":   ("cf_fork", "cf_pb", 0.0, "zero_grad", 30, "scale_then_sum", 1024, "math_train_stratified", 50, 3, 1, False, False, None, 50, 1000, None, 160, "19"),
 }
+HINGE = {"cf_grpo": 0.5, "rg_cf_grpo": 0.15, "rg_cf_grpo_act18": 0.15, "pb_cf_grpo": 0.15, "rg_cf_grpo_strat": 0.15,
+         "pb_cf_grpo_strat": 0.15}  # the fork hinge weight (§5.6 item 4)
 
 
 def observed(cfg) -> tuple:
@@ -56,3 +64,6 @@ def test_arm_preset_is_the_papers_recipe(arm):
     assert (t.lr, t.grad_clip, t.weight_decay, tuple(t.betas), t.adam_eps) == (1e-5, 1.0, 0.01, (0.9, 0.999), 1e-8)
     assert (cfg.model.hub_id, cfg.model.dtype, cfg.eval.max_new_tokens, cfg.eval.batch_size) == \
         ("Qwen/Qwen3-0.6B-Base", "bfloat16", 2048, 32)
+    assert cfg.estimator.hinge_weight == HINGE.get(arm, 0.0)
+    if cfg.sampler.name == "cf_fork":
+        assert (s.fork_start, s.fork_end, s.fork_threshold) == (4, 64, 0.5)

@@ -107,7 +107,8 @@ def test_every_arm_runs_two_smoke_steps_with_a_conserving_ledger(tmp_path, arm):
     steps = results.read_table(info["run_dir"], "steps")
     assert len(pairs) == 2 * 4
     expected = {"flat"} if cfg.sampler.name == "flat" else {
-        "causal_non_eos", "terminal_dup", "tau_zero", "midpoint_fallback", "early_eos_gt104"}
+        "causal_non_eos", "terminal_dup", "tau_zero", "midpoint_fallback", "early_eos_gt104",
+        "cf_first_gap", "cf_min_margin", "cf_no_fork"}
     assert set(pairs["category"]) <= expected
     horizon = info["horizon_tokens"]
     for b in (0, 1):

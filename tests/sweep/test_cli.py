@@ -115,6 +115,8 @@ PAPER_ARMS = {  # (arm, horizon) -> the paper arm it reproduces (Table 1, Table 
     ("ablate_skip", 512): "ablate_skip", ("ablate_selective", 512): "ablate_selective",
     ("mst_act30", 512): "mst_act30", ("mst_zpd_act35", 512): "mst_zpd_act35",
     ("ra_mst_tail50", 512): "ra_mst_tail50", ("stopped_tree_h1024", 1024): "stopped_tree_h1024",
+    ("cf_grpo", 1024): "14", ("rg_cf_grpo", 1024): "15", ("rg_cf_grpo_act18", 1024): "16", ("pb_cf_grpo", 1024): "17",
+    ("rg_cf_grpo_strat", 1024): "18", ("pb_cf_grpo_strat", 1024): "19",
 }
 
 

@@ -253,3 +253,50 @@ def test_tail_average_is_the_loop_mean_of_the_window_also_across_a_resume(tmp_pa
     for p, want in zip(params, expected):
         torch.testing.assert_close(p.detach(), want, rtol=1e-6, atol=1e-7)
     assert copy.deepcopy(again.count) == 3
+
+
+# ------------------------------------------------------------------ 4. a fork group's backward, hinge included
+def fork_group():
+    """K = 2 fork pairs sharing root[:tau]: pair 0 diverges (the alternative wins), pair 1 is a (1, 0)
+    pair that rescue-only credit duplicates."""
+    from rlvr_sweep.rollout import ForkGroup, ForkPair
+
+    p0 = ForkPair(0, "cf_first_gap", [Leaf([7, 8, 9, 10, 63], 2, True), Leaf([7, 8, 11, 12, 13, 14], 2, False)],
+                  2, 0, 0, 9, 11, 9, 11, 0.3, 0.3)
+    p1 = ForkPair(1, "cf_first_gap", [Leaf([7, 20, 21, 63], 1, True), Leaf([7, 22, 23], 1, False)],
+                  1, 0, 0, 20, 22, 20, 22, 0.4, 0.4)
+    return ForkGroup([p0, p1], 0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("micro_batch", [None, 2])
+def test_fork_group_backward_matches_its_oracle_with_the_hinge(micro_batch):
+    """Per-token credit from `loss_credit` plus (lambda / G) max(0, delta - [log p(v_w) - log p(v_l)]) at the
+    fork token of each divergent pair, one forward per leaf; G = 4 leaves, lambda 0.5, delta 0.5."""
+    from rlvr_sweep.credit import cf_rg, loss_credit
+
+    group = fork_group()
+    rewards = [[0.0, 1.0], [1.0, 0.0]]
+    cf = cf_rg(rewards, [2, 1], [[5, 6], [4, 3]], hinge_weight=0.5)
+    assert cf.metrics["active"] and cf.dup.tolist() == [False, True] and [h.k for h in cf.hinge] == [0]
+    credit = loss_credit(cf)
+    r = torch.tensor(rewards)
+    scored_group = ScoredGroup(group, ["", "", "", ""], r, r.clone(), credit, True, cf)
+    model = make_random_qwen3(seed=8)
+    leaves = group.leaves()
+    model.zero_grad()
+    total = 0.0
+    for leaf, a_pre, a_cont in zip(leaves, credit.prefix.flatten().tolist(), credit.cont.flatten().tolist()):
+        lp = token_logprob_list(model, PROMPT, leaf.tokens)
+        weights = torch.tensor([a_pre if j < leaf.prefix_len else a_cont for j in range(len(leaf.tokens))])
+        total = total + (weights * -lp).sum()
+    win = token_logprob_list(model, PROMPT, leaves[1].tokens)[2]  # pair 0: the alternative (b=1) won, tau 2
+    lose = token_logprob_list(model, PROMPT, leaves[0].tokens)[2]
+    total = total / 4 + 0.5 * torch.clamp(0.5 - (win - lose), min=0) / 4
+    total.backward()
+    expected = grads_of(model)
+    assert float(torch.clamp(0.5 - (win - lose), min=0)) > 0  # the hinge is live on this random model
+    model.zero_grad()
+    backward(model, PROMPT, scored_group, pad_id=PAD, recipe="scale_then_sum", micro_batch=micro_batch,
+             device="cpu", hinge_margin=0.5)
+    for got, want in zip(grads_of(model), expected):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)

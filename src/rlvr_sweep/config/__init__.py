@@ -8,16 +8,17 @@ One dataclass per Hydra group (`schema`), each field declaring its valid values 
 from rlvr_sweep.config.build import build_config, check_config, combination_problems
 from rlvr_sweep.config.rules import ConfigError, identity_dict, range_problems, unknown_keys
 from rlvr_sweep.config.schema import (
-    BENCHMARK_NAMES, ENGINE_NAMES, ESTIMATOR_NAMES, GRADER_NAMES, HOMOGENEOUS_STEPS, LOSS_RECIPES, REWARD_NAMES, SAMPLER_NAMES,
-    SCHEDULE_NAMES, TASKS, TREE_SAMPLERS, Config, DataConfig, EstimatorConfig, EvalConfig, GraderConfig, HorizonConfig, ModelConfig,
-    OptimizerStepConfig, ProfileConfig, LoggerConfig, RewardConfig, RunConfig, SamplerConfig, TrainConfig, paper_arm,
-    register_configs, scaled_length,
+    BENCHMARK_NAMES, CF_ESTIMATORS, Config, DataConfig, ENGINE_NAMES, ESTIMATOR_NAMES, EstimatorConfig, EvalConfig,
+    FORK_SAMPLERS, GRADER_NAMES, GraderConfig, HOMOGENEOUS_STEPS, HorizonConfig, LOSS_RECIPES, LoggerConfig,
+    ModelConfig, OptimizerStepConfig, ProfileConfig, REWARD_NAMES, RewardConfig, RunConfig, SAMPLER_NAMES,
+    SCHEDULE_NAMES, SamplerConfig, TASKS, TREE_SAMPLERS, TrainConfig, paper_arm, register_configs, scaled_length,
 )
 
 __all__ = [
-    "BENCHMARK_NAMES", "ENGINE_NAMES", "ESTIMATOR_NAMES", "SCHEDULE_NAMES", "TASKS", "GRADER_NAMES", "HOMOGENEOUS_STEPS", "LOSS_RECIPES", "REWARD_NAMES",
-    "SAMPLER_NAMES", "TREE_SAMPLERS", "Config", "ConfigError", "DataConfig", "EstimatorConfig", "EvalConfig",
-    "GraderConfig", "HorizonConfig", "LoggerConfig", "ModelConfig", "OptimizerStepConfig", "ProfileConfig", "RewardConfig",
-    "RunConfig", "SamplerConfig", "TrainConfig", "build_config", "check_config", "combination_problems",
-    "identity_dict", "paper_arm", "range_problems", "register_configs", "scaled_length", "unknown_keys",
+    "BENCHMARK_NAMES", "CF_ESTIMATORS", "Config", "ConfigError", "DataConfig", "ENGINE_NAMES", "ESTIMATOR_NAMES",
+    "EstimatorConfig", "EvalConfig", "FORK_SAMPLERS", "GRADER_NAMES", "GraderConfig", "HOMOGENEOUS_STEPS",
+    "HorizonConfig", "LOSS_RECIPES", "LoggerConfig", "ModelConfig", "OptimizerStepConfig", "ProfileConfig",
+    "REWARD_NAMES", "RewardConfig", "RunConfig", "SAMPLER_NAMES", "SCHEDULE_NAMES", "SamplerConfig", "TASKS",
+    "TREE_SAMPLERS", "TrainConfig", "build_config", "check_config", "combination_problems", "identity_dict",
+    "paper_arm", "range_problems", "register_configs", "scaled_length", "unknown_keys",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from rlvr_sweep.config.rules import ConfigError, range_problems, unknown_keys
-from rlvr_sweep.config.schema import TREE_SAMPLERS, Config
+from rlvr_sweep.config.schema import CF_ESTIMATORS, FORK_SAMPLERS, TREE_SAMPLERS, Config
 
 TOP_LEVEL_EXTRAS = ("hydra",)  # Hydra's own node, when a config is composed with return_hydra_config
 
@@ -20,8 +20,17 @@ def combination_problems(cfg: Config) -> list[str]:
     """Settings that are each valid but cannot go together."""
     problems = []
     s, e, t = cfg.sampler, cfg.estimator, cfg.train
+    cf_estimator, cf_sampler = e.name in CF_ESTIMATORS, s.name in FORK_SAMPLERS
+    if cf_estimator != cf_sampler:
+        problems.append(f"estimator.name={e.name!r} with sampler.name={s.name!r}: the counterfactual estimators "
+                        f"{list(CF_ESTIMATORS)} credit fork pairs, which only sampler {list(FORK_SAMPLERS)} draws")
+    if cf_sampler and t.backward_micro_batch is not None and t.backward_micro_batch % 2:
+        problems.append(f"train.backward_micro_batch={t.backward_micro_batch} must be even with fork pairs: "
+                        "a pair's two leaves (and its fork hinge) share a backward chunk")
+    if cf_sampler and s.fork_start >= s.fork_end:
+        problems.append(f"sampler.fork_start={s.fork_start} must be < sampler.fork_end={s.fork_end}")
     if e.name != "grpo":
-        if s.name not in TREE_SAMPLERS:
+        if not cf_estimator and s.name not in TREE_SAMPLERS:
             problems.append(f"estimator.name={e.name!r} credits tree prefixes but sampler.name={s.name!r} draws "
                             "no tree: use a tree sampler or estimator=grpo")
         if t.loss_recipe == "sum_then_scale":

@@ -20,9 +20,11 @@ from omegaconf import OmegaConf
 from rlvr_sweep.config.rules import EVEN, NON_EMPTY, above, at_least, between, each, matches, one_of, setting
 
 # Names the stages register (rollout.SAMPLERS, credit estimators, ...); tests/config checks they agree.
-SAMPLER_NAMES = ("flat", "stopped_tree", "root_restart", "midpoint")
-TREE_SAMPLERS = SAMPLER_NAMES[1:]
-ESTIMATOR_NAMES = ("grpo", "tree_mean", "clamped_prefix")
+SAMPLER_NAMES = ("flat", "stopped_tree", "root_restart", "midpoint", "cf_fork")
+TREE_SAMPLERS = ("stopped_tree", "root_restart", "midpoint")
+FORK_SAMPLERS = ("cf_fork",)
+CF_ESTIMATORS = ("cf_uncond", "cf_rg", "cf_pb")
+ESTIMATOR_NAMES = ("grpo", "tree_mean", "clamped_prefix", *CF_ESTIMATORS)
 HOMOGENEOUS_STEPS = ("full_backward", "skip", "zero_grad")
 LOSS_RECIPES = ("sum_then_scale", "scale_then_sum")
 REWARD_NAMES = ("ungated", "gated")
@@ -77,6 +79,12 @@ class SamplerConfig:
     midpoint_min_len: int = setting(32, at_least(2))  # midpoint: early-EOS roots at least this long split
     long_eos_len: int = setting(104, at_least(1))  # midpoint: splits of longer roots are early_eos_gt104
     bifurcate_after_active: int = setting(0, at_least(0))  # flat rollouts until this many active steps
+    # cf_fork (paper §5.6 item 4): each root forks at the first zero-based t in [fork_start, fork_end)
+    # whose top-1 minus top-2 logit margin is <= fork_threshold (positions in paper tokens, scaled;
+    # the threshold is a logit gap, not scaled)
+    fork_start: int = setting(4, at_least(1))
+    fork_end: int = setting(64, at_least(2))
+    fork_threshold: float = setting(0.5, at_least(0))
 
 
 @dataclass
@@ -87,6 +95,8 @@ class EstimatorConfig:
     beta: float = setting(0.0, between(0, 1))  # tree: weight of the max backup M_k in the prefix value
     alpha: float = setting(0.5, between(0, 1))  # tree: weight of the local (R - Vhat) continuation term
     zero_cont_token_mass: bool = False  # shift continuation credit to zero signed token mass
+    # cf_*: weight of the fork hinge (`credit.counterfactual`: 0.5 in Arm 14, 0.15 from Arm 15 on; 0: none)
+    hinge_weight: float = setting(0.0, at_least(0))
 
 
 @dataclass

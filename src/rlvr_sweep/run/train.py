@@ -15,9 +15,10 @@ import time
 import torch
 
 from rlvr_sweep import data, store
-from rlvr_sweep.config import Config, scaled_length
+from rlvr_sweep.config import FORK_SAMPLERS, Config, scaled_length
+from rlvr_sweep.credit import cf_step_fields
 from rlvr_sweep.reward import first_box_token
-from rlvr_sweep.rollout import ModelPolicy, get_engine, get_sampler
+from rlvr_sweep.rollout import ModelPolicy, get_engine, get_fork_sampler, get_sampler
 from rlvr_sweep.run.progress import Progress
 from rlvr_sweep.update import apply_update, ledger_rows, score_group
 from rlvr_sweep.update import backward as question_backward
@@ -63,7 +64,8 @@ def train_loop(cfg: Config, policy, params, optimizer, train_rows, generator, ta
         group.check_conservation(lengths["horizon"])
         scored = score_group(group, decode, row["answer"],
                              gate_chars=lengths["gate"], grade=grade, estimator=est.name, std=est.std, eps=est.eps,
-                             beta=est.beta, alpha=est.alpha, zero_mass=est.zero_cont_token_mass)
+                             beta=est.beta, alpha=est.alpha, zero_mass=est.zero_cont_token_mass,
+                             hinge_weight=est.hinge_weight)
         progress["active_count"] += scored.active
         pending.append((prompt, scored))
         outcome, loss, bwd = None, float("nan"), (0, 0)
@@ -96,8 +98,14 @@ def train_loop(cfg: Config, policy, params, optimizer, train_rows, generator, ta
 
 
 def draw_group(name: str, sampling, prompt: list[int], lengths: dict, sc):
-    return get_sampler(name)(sampling, prompt, horizon=lengths["horizon"], K=sc.K if name != "flat" else sc.group_size // 2,
-                             B=sc.B if name != "flat" else 2, t_min=lengths["t_min"], t_max=lengths["split_tokens"],
+    """One question's group from the sampler `name` (flat: G/2 pairs of 2; trees and forks: K x B)."""
+    if name in FORK_SAMPLERS:
+        return get_fork_sampler(name)(sampling, prompt, horizon=lengths["horizon"], K=sc.K, B=sc.B,
+                                      fork_start=lengths["fork_start"], fork_end=lengths["fork_end"],
+                                      threshold=sc.fork_threshold)
+    flat = name == "flat"
+    return get_sampler(name)(sampling, prompt, horizon=lengths["horizon"], K=sc.group_size // 2 if flat else sc.K,
+                             B=2 if flat else sc.B, t_min=lengths["t_min"], t_max=lengths["split_tokens"],
                              midpoint_min_len=lengths["midpoint_min_len"], long_eos_len=lengths["long_eos_len"])
 
 
@@ -116,7 +124,8 @@ def _update(cfg: Config, model, params, optimizer, pending, policy):
                 for p in params:
                     p.grad = None
             loss, out, full = question_backward(model, prompt, scored, pad_id=policy.pad_id, recipe=t.loss_recipe,
-                                                micro_batch=t.backward_micro_batch, device=policy.device)
+                                                micro_batch=t.backward_micro_batch, device=policy.device,
+                                                hinge_margin=cfg.sampler.fork_threshold)
             totals["loss"] += loss
             totals["out"] += out
             totals["full"] += full
@@ -137,7 +146,8 @@ def _update(cfg: Config, model, params, optimizer, pending, policy):
 
 def _step_row(step, row, scored, outcome, loss, bwd, seconds, prompt_len) -> dict:
     g = scored.group
-    return {
+    fork = cf_step_fields(scored.cf) if scored.cf is not None else {}  # b0_pass, gated / skipped, M_tot
+    return {**fork,
         "step": step, "question_id": row["id"], "rewards": scored.rewards.flatten().tolist(),
         "mean_reward": float(scored.rewards.mean()), "correct": scored.correct.flatten().tolist(),
         "active": scored.active, "std": float(scored.rewards.flatten().std()),
@@ -181,6 +191,7 @@ def scaled_lengths(cfg: Config) -> dict:
         "t_min": scaled_length(sc.t_min, scale), "split_tokens": scaled_length(sc.split_tokens, scale),
         "midpoint_min_len": scaled_length(sc.midpoint_min_len, scale),
         "long_eos_len": scaled_length(sc.long_eos_len, scale),
+        "fork_start": scaled_length(sc.fork_start, scale), "fork_end": scaled_length(sc.fork_end, scale),
         "audit_prefix": scaled_length(AUDIT_PREFIX_TOKENS, scale),
     }
 

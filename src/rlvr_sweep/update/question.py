@@ -13,10 +13,11 @@ from dataclasses import dataclass
 import torch
 
 from rlvr_sweep.credit import (
-    TreeCredit, get_estimator, get_tree_estimator, is_homogeneous, token_advantages, zero_cont_token_mass,
+    CF_ESTIMATORS, CfCredit, TreeCredit, cf_pair_rows, fork_hinge_loss, get_cf_estimator, get_estimator,
+    get_tree_estimator, is_homogeneous, loss_credit, token_advantages, zero_cont_token_mass,
 )
 from rlvr_sweep.reward import score_rollouts
-from rlvr_sweep.rollout import RolloutGroup
+from rlvr_sweep.rollout import ForkGroup, RolloutGroup
 from rlvr_sweep.update.losses import pack_sequences, policy_loss, token_logprobs
 
 
@@ -27,7 +28,8 @@ class ScoredGroup:
     rewards: torch.Tensor  # (K, B) possibly gated
     correct: torch.Tensor  # (K, B) ungated correctness
     credit: TreeCredit  # per-leaf prefix / continuation advantages, (K, B) each
-    active: bool  # rewards not all equal
+    active: bool  # rewards not all equal (fork groups: the counterfactual credit's own gates)
+    cf: CfCredit | None = None  # a fork group's counterfactual credit: hinge pairs, ledger, metrics
 
     @property
     def leaves(self):
@@ -35,14 +37,23 @@ class ScoredGroup:
 
 
 def score_group(group: RolloutGroup, decode, gold: str, *, gate_chars, grade, estimator: str, std: str,
-                eps: float, beta: float, alpha: float, zero_mass: bool) -> ScoredGroup:
-    """Rewards and credit of one drawn group."""
+                eps: float, beta: float, alpha: float, zero_mass: bool, hinge_weight: float = 0.0) -> ScoredGroup:
+    """Rewards and credit of one drawn group. A fork group (`cf_fork`) under a counterfactual estimator
+    gets that estimator's credit and gates (paper §5.6 item 4); any other group under it (the flat
+    warmup of a counterfactual arm) gets leaf GRPO credit."""
     leaves = group.leaves()
     texts = [decode(leaf.tokens) for leaf in leaves]
     rewards, correct = score_rollouts(texts, gold, gate_chars, grade)
     shape = (len(group.pairs), len(leaves) // len(group.pairs))
     r = torch.tensor(rewards).view(shape)
-    if estimator == "grpo":  # leaf credit on every token: prefix and continuation alike
+    if estimator in CF_ESTIMATORS and isinstance(group, ForkGroup):
+        forked = [pair.category != "cf_no_fork" for pair in group.pairs]
+        lengths = [[len(leaf.tokens) for leaf in pair.leaves] for pair in group.pairs]
+        cf = get_cf_estimator(estimator)(r, [pair.tau for pair in group.pairs], lengths, forked=forked,
+                                         hinge_weight=hinge_weight, alpha=alpha, eps=eps)
+        return ScoredGroup(group, texts, r, torch.tensor(correct).view(shape), loss_credit(cf),
+                           cf.metrics["active"], cf)
+    if estimator == "grpo" or estimator in CF_ESTIMATORS:  # leaf credit on every token, prefix and continuation
         adv = get_estimator("grpo")(r.flatten(), eps=eps, std=std).view(shape)
         credit = TreeCredit(prefix=adv.clone(), cont=adv)
     else:
@@ -56,8 +67,11 @@ def score_group(group: RolloutGroup, decode, gold: str, *, gate_chars, grade, es
 
 
 def backward(model, prompt: list[int], scored: ScoredGroup, *, pad_id: int, recipe: str, micro_batch: int | None,
-             device) -> tuple[float, int, int]:
-    """Accumulate d(loss)/d(theta) of one question into `.grad`. Returns (loss, bwd_out, bwd_full) tokens."""
+             device, hinge_margin: float = 0.0) -> tuple[float, int, int]:
+    """Accumulate d(loss)/d(theta) of one question into `.grad`. Returns (loss, bwd_out, bwd_full) tokens.
+
+    A fork group's hinge pairs add `credit.fork_hinge_loss` (margin `hinge_margin`, the fork threshold)
+    on the log-probs of their two fork tokens, computed in the chunk that holds both leaves."""
     leaves = scored.leaves
     n = len(leaves)
     pl = torch.tensor([leaf.prefix_len for leaf in leaves])
@@ -80,6 +94,14 @@ def backward(model, prompt: list[int], scored: ScoredGroup, *, pad_id: int, reci
         else:
             adv = token_adv[lo : lo + chunk, : logps.shape[1]]  # the chunk's own width
         loss = policy_loss(logps, mask, adv, recipe, n)
+        if scored.cf is not None and scored.cf.hinge:
+            pairs = [h.leaves() + (h.position,) for h in scored.cf.hinge if lo <= h.leaves()[0] < lo + chunk]
+            if any(not lo <= lose < lo + chunk for _, lose, _ in pairs):
+                raise ValueError("a fork pair's two leaves fell into different backward chunks: use an even "
+                                 "train.backward_micro_batch")
+            win = torch.stack([logps[w - lo, t] for w, _, t in pairs]) if pairs else logps.new_zeros(0)
+            lose = torch.stack([logps[x - lo, t] for _, x, t in pairs]) if pairs else logps.new_zeros(0)
+            loss = loss + fork_hinge_loss(win, lose, weight=scored.cf.hinge_weight, margin=hinge_margin, group_size=n)
         loss.backward()
         total += float(loss.detach())
     out_tokens = int(lengths.sum())
@@ -98,4 +120,7 @@ def ledger_rows(step: int, scored: ScoredGroup) -> list[dict]:
             "finished0": pair.leaves[0].finished, "finished1": pair.leaves[1].finished,
             "stage1_leaf_tokens": pair.stage1_leaf_tokens, "stage2_generated": pair.stage2_generated,
         })
+    if scored.cf is not None:  # the fork (t*, v0 / v1, margins), raw and effective rewards, coefficients
+        for row, fork in zip(rows, cf_pair_rows(scored.group.pairs, scored.cf)):
+            row.update({key: value for key, value in fork.items() if key not in row})
     return rows

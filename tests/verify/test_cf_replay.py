@@ -1,0 +1,63 @@
+"""PASS 4 for the counterfactual arms: stored fork groups' credit replays from their ledger rows."""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+
+from rlvr_sweep.credit import cf_step_fields, get_cf_estimator, loss_credit
+from rlvr_sweep.rollout import ForkGroup, ForkPair, Leaf
+from rlvr_sweep.update import ScoredGroup, ledger_rows
+from rlvr_sweep.verify.cf_replay import replay_cf
+
+KEYS = {"arm": "rg_cf_grpo", "horizon": 1024, "seed": 42, "config_hash": "abc"}
+
+
+def fork_pair(k, tau, l0, l1, category="cf_first_gap"):
+    return ForkPair(k, category, [Leaf([5] * l0, tau, True), Leaf([6] * l1, tau, False)], tau, 0, 0, 5, 6, 5, 6,
+                    0.3, 0.3)
+
+
+def stored_step(step, variant, rewards, hinge=0.15):
+    """The step and pair ledger rows the trainer writes for one fork group."""
+    group = ForkGroup([fork_pair(0, 3, 20, 40), fork_pair(1, 5, 9, 30), fork_pair(2, 2, 12, 12),
+                       fork_pair(3, 4, 50, 7)], 0, 0, 0, 0)
+    cf = get_cf_estimator(variant)(rewards, [3, 5, 2, 4], [[20, 40], [9, 30], [12, 12], [50, 7]], hinge_weight=hinge)
+    r = torch.tensor(rewards, dtype=torch.float32)
+    scored = ScoredGroup(group, [""] * 8, r, r.clone(), loss_credit(cf), cf.metrics["active"], cf)
+    pairs = [{**KEYS, **row} for row in ledger_rows(step, scored)]
+    return {**KEYS, "step": step, **cf_step_fields(cf)}, pairs
+
+
+def sweep_tables():
+    cases = [("cf_rg", [[1, 0], [0, 1], [1, 1], [0, 0]]), ("cf_pb", [[1, 1], [1, 1], [1, 1], [0, 1]]),
+             ("cf_uncond", [[1, 0], [1, 1], [1, 1], [1, 1]]), ("cf_rg", [[1, 0], [1, 1], [1, 1], [1, 1]])]
+    steps, pairs = [], []
+    for step, (variant, rewards) in enumerate(cases):
+        s, p = stored_step(step, variant, rewards)
+        steps.append(s)
+        pairs += p
+    runs = pd.DataFrame([{**KEYS, "run_dir": "runs/rg_cf_grpo/h1024_s42_abc"}])
+    return pd.DataFrame(steps), pd.DataFrame(pairs), runs
+
+
+def test_every_stored_fork_step_replays():
+    steps, pairs, runs = sweep_tables()
+    assert list(steps["cf_status"]) == ["active", "active", "active", "gated_rescue_dup"]
+    out = replay_cf(steps, pairs, runs)
+    assert out == {"steps": 4, "active": 3, "problems": []}
+
+
+def test_a_changed_coefficient_or_mass_is_reported():
+    steps, pairs, runs = sweep_tables()
+    pairs.loc[(pairs["step"] == 1) & (pairs["k"] == 3), "a_cont1"] += 0.01
+    steps.loc[steps["step"] == 0, "m_tot"] += 1.0
+    problems = replay_cf(steps, pairs, runs)["problems"]
+    assert len(problems) == 2
+    assert "step 0: M_tot replays as" in problems[0] and "step 1 pair 3: coefficients replay as" in problems[1]
+
+
+def test_non_fork_sweeps_have_nothing_to_replay():
+    steps = pd.DataFrame([{**KEYS, "step": 0, "active": True}])
+    assert replay_cf(steps, pd.DataFrame([{**KEYS, "step": 0, "k": 0}]), pd.DataFrame()) == \
+        {"steps": 0, "active": 0, "problems": []}
