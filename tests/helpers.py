@@ -25,3 +25,25 @@ def run_cli(args: list[str], cwd: Path, env_extra: dict | None = None, timeout: 
     env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, "-m", "rlvr_sweep", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def run_killed_at(cfg: Config, step: int) -> None:
+    """Run `cfg` and stop it as a kill would when it reaches `step` (after its last checkpoint);
+    the run folder is left as a killed run leaves it."""
+    import pytest
+
+    from rlvr_sweep.run import run, train
+
+    real = train._step_row
+
+    def crash(at, *args):
+        if at == step:
+            raise KeyboardInterrupt(f"simulated kill at step {step}")
+        return real(at, *args)
+
+    train._step_row = crash
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run(cfg)
+    finally:
+        train._step_row = real

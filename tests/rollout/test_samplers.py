@@ -18,6 +18,7 @@ from rlvr_sweep.rollout.samplers import (
     CATEGORIES, SAMPLERS, Leaf, Pair, RolloutGroup, causal_stop, find_midpoint_boundary, get_sampler,
     plan_pair,
 )
+from rlvr_sweep.verify.analytic import complete_draws, exact_marginals  # the enumeration PASS 2 runs
 
 EOS, FILL, NL = 0, 1, 2
 PROMPT = [7]  # ScriptedPolicy strips it (prompt_len=1): dist_fns see only generated tokens
@@ -187,34 +188,6 @@ def small_dist(prefix: tuple[int, ...]) -> dict[int, float]:
 
 
 SMALL = dict(horizon=6, K=4, B=2, t_min=2, t_max=3, midpoint_min_len=2, long_eos_len=2)
-
-
-def complete_draws(policy: ScriptedPolicy, head: tuple[int, ...], cap: int):
-    """Every complete continuation of `head` (EOS or `cap` tokens) with its conditional probability."""
-    def walk(cont: tuple[int, ...], prob: float):
-        if len(cont) == cap or (cont and cont[-1] == policy.eos_id):
-            yield cont, prob
-            return
-        for token, p in policy.dist_fn(head + cont).items():
-            if p > 0:
-                yield from walk(cont + (token,), prob * p)
-    yield from walk((), 1.0)
-
-
-def exact_marginals(policy: ScriptedPolicy, mode: str, *, horizon, B, t_min, t_max, midpoint_min_len,
-                    long_eos_len, **_):
-    """P(Y_b = y) for each branch b: sum over stage-1 roots of P(root) x P(continuation | head)."""
-    marg = [defaultdict(float) for _ in range(B)]
-    for root, p_root in complete_draws(policy, (), min(t_max, horizon)):
-        plan = plan_pair(mode, root, policy.has_newline, policy.eos_id, B=B, t_min=t_min, t_max=t_max,
-                         midpoint_min_len=midpoint_min_len, long_eos_len=long_eos_len)
-        for b, br in enumerate(plan.branches):
-            if br.grow and len(br.head) < horizon:
-                for cont, p in complete_draws(policy, br.head, horizon - len(br.head)):
-                    marg[b][br.head + cont] += p_root * p
-            else:
-                marg[b][br.head] += p_root
-    return marg
 
 
 def max_deviation(policy: ScriptedPolicy, marginal: dict, horizon: int) -> float:

@@ -13,9 +13,9 @@ import sys
 import pytest
 
 from rlvr_sweep import store
-from rlvr_sweep.run import run, train
+from rlvr_sweep.run import run
 from tests.conftest import REPO
-from tests.helpers import compose_cfg, run_cli
+from tests.helpers import compose_cfg, run_cli, run_killed_at
 
 SMOKE = ["+arm=ra_flat", "profile=smoke", "eval.limit=40"]
 
@@ -89,20 +89,10 @@ def test_evaluate_task_reads_a_kept_model_out_with_the_accuracy_it_had(logged_ru
     assert grades["response"].tolist() == trained["response"].tolist()
 
 
-def test_a_resumed_run_logs_each_step_once(tmp_path, monkeypatch):
+def test_a_resumed_run_logs_each_step_once(tmp_path):
     base = [*SMOKE, "train.steps=12", "train.checkpoint_every=5", "eval=none", "logger=[csv,tensorboard]",
             f"run.out_root={tmp_path}"]
-    real = train._step_row
-
-    def crash_at_step_7(step, *args):
-        if step == 7:
-            raise KeyboardInterrupt("simulated kill")
-        return real(step, *args)
-
-    monkeypatch.setattr(train, "_step_row", crash_at_step_7)
-    with pytest.raises(KeyboardInterrupt):
-        run(compose_cfg(base))
-    monkeypatch.setattr(train, "_step_row", real)
+    run_killed_at(compose_cfg(base), step=7)
     info = run(compose_cfg(base))
     with open(os.path.join(info["run_dir"], "logs", "metrics.csv"), newline="") as f:
         steps = [int(r["step"]) for r in csv.DictReader(f) if r["kind"] == "step"]

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from rlvr_sweep import store as results
-from rlvr_sweep.run import checkpoint, run, train
+from rlvr_sweep.run import checkpoint, run
 from tests.conftest import REPO
-from tests.helpers import compose_cfg
+from tests.helpers import compose_cfg, run_killed_at
 
 TIMING = ["seconds"]  # wall-clock columns differ between any two runs
 
@@ -33,23 +33,13 @@ ARGS = ["profile=smoke", "train.steps=30", "train.checkpoint_every=10", "train.w
 
 
 @pytest.mark.parametrize("arm", ["ra_flat", "stopped_tree"])
-def test_crashed_run_resumes_to_the_uninterrupted_ledger(tmp_path, monkeypatch, arm):
+def test_crashed_run_resumes_to_the_uninterrupted_ledger(tmp_path, arm):
     reference = run(compose_cfg([f"+arm={arm}", *ARGS, f"run.out_root={tmp_path}/a"]))
     cfg = compose_cfg([f"+arm={arm}", *ARGS, f"run.out_root={tmp_path}/b"])
-    real_step_row = train._step_row
-
-    def crash_at_step_17(step, *args):
-        if step == 17:
-            raise KeyboardInterrupt("simulated kill at step 17")
-        return real_step_row(step, *args)
-
-    monkeypatch.setattr(train, "_step_row", crash_at_step_17)
-    with pytest.raises(KeyboardInterrupt):
-        run(cfg)
+    run_killed_at(cfg, step=17)
     run_dir = results.run_dir_for(cfg)
     assert not results.is_finished(run_dir) and (run_dir / checkpoint.CHECKPOINT).is_file()
     assert results.read_run_json(run_dir)["status"] == "failed"
-    monkeypatch.setattr(train, "_step_row", real_step_row)
     resumed = run(cfg)
     assert resumed["resumed_from_step"] == 10 and resumed["status"] == "finished"
     assert not (run_dir / checkpoint.CHECKPOINT).exists()  # pruned once the run is done

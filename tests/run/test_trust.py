@@ -13,10 +13,10 @@ import time
 import pytest
 
 from rlvr_sweep import store
-from rlvr_sweep.run import checkpoint, run, train
+from rlvr_sweep.run import checkpoint, run
 from rlvr_sweep.store.lock import lock_path
 from tests.conftest import REPO
-from tests.helpers import compose_cfg
+from tests.helpers import compose_cfg, run_killed_at
 
 SMOKE = ["+arm=ra_flat", "profile=smoke", "eval.limit=4"]
 
@@ -99,19 +99,9 @@ def test_an_unreadable_checkpoint_is_named_and_stops_the_run_when_asked(tmp_path
     assert (run_dir / checkpoint.CHECKPOINT).read_bytes() == payload  # untouched
 
 
-def test_a_relaunch_with_other_bookkeeping_resumes_and_removes_temporary_files(tmp_path, monkeypatch):
+def test_a_relaunch_with_other_bookkeeping_resumes_and_removes_temporary_files(tmp_path):
     base = [*SMOKE, "train.steps=12", "train.checkpoint_every=5", f"run.out_root={tmp_path}"]
-    real = train._step_row
-
-    def crash_at_step_7(step, *args):
-        if step == 7:
-            raise KeyboardInterrupt("simulated kill")
-        return real(step, *args)
-
-    monkeypatch.setattr(train, "_step_row", crash_at_step_7)
-    with pytest.raises(KeyboardInterrupt):
-        run(compose_cfg(base))
-    monkeypatch.setattr(train, "_step_row", real)
+    run_killed_at(compose_cfg(base), step=7)
     run_dir = store.run_dir_for(compose_cfg(base))
     (run_dir / f".pairs.parquet.tmp-{os.getpid() + 1}").write_bytes(b"partial")
     resumed = run(compose_cfg([*base, "train.write_every=3", "train.checkpoint_every=4"]))
