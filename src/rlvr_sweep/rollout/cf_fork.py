@@ -46,7 +46,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from rlvr_sweep.rollout.samplers import Branch, Leaf, Pair, RolloutGroup, _Ledger
+from rlvr_sweep.rollout.samplers import Branch, Pair, RolloutGroup, _Ledger, grow_branches
 
 __all__ = [
     "CF_CATEGORIES", "ForkPair", "ForkGroup", "ForkPlan", "fork_position", "alternative_token", "plan_fork",
@@ -195,28 +195,9 @@ def cf_fork(policy, prompt: list[int], *, horizon: int, K: int = 4, B: int = 2, 
                        threshold=threshold)
              for root, m, a, b in zip(roots.tokens, roots.margins, roots.top1, roots.top2)]
 
-    # Stage 2: every growing branch, in (k, b) order, in one left-padded call; each row keeps its own
-    # budget's worth (the first n tokens of a draw do not depend on the cap), as in samplers._two_stage.
-    wanted = [(k, b) for k, plan in enumerate(plans) for b, br in enumerate(plan.branches) if br.grow]
-    continuations: dict[tuple[int, int], list[int]] = {}
-    if wanted:
-        heads = [plans[k].branches[b].head for k, b in wanted]
-        budgets = [horizon - len(h) for h in heads]
-        out = ledger.call(policy, [prompt + list(h) for h in heads], max(budgets))
-        for key, budget, tokens in zip(wanted, budgets, out.tokens):
-            continuations[key] = list(tokens[:budget])
-
-    pairs = []
-    for k, plan in enumerate(plans):
-        leaves, stage1, stage2 = [], 0, 0
-        for b, br in enumerate(plan.branches):
-            cont = continuations.get((k, b), [])
-            finished = (bool(cont) and cont[-1] == policy.eos_id) if br.grow else br.finished
-            leaves.append(Leaf(list(br.head) + cont, br.prefix_len, finished))
-            stage1 += len(br.head)
-            stage2 += len(cont)
-        pairs.append(ForkPair(k, plan.category, leaves, plan.tau, stage1, stage2, plan.v0, plan.v1, plan.top1,
-                              plan.top2, plan.margin, plan.min_margin))
+    grown = grow_branches(ledger, policy, prompt, plans, horizon)  # stage 2, as the tree samplers'
+    pairs = [ForkPair(k, plan.category, leaves, plan.tau, stage1, stage2, plan.v0, plan.v1, plan.top1, plan.top2,
+                      plan.margin, plan.min_margin) for k, (plan, (leaves, stage1, stage2)) in enumerate(zip(plans, grown))]
     return ForkGroup(pairs, ledger.gen, ledger.prefill, ledger.padded, ledger.untrimmed)
 
 

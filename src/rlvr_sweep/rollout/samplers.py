@@ -264,29 +264,22 @@ def flat(policy, prompt: list[int], *, horizon: int, K: int = 4, B: int = 2, t_m
     return ledger.group(pairs)
 
 
-def _two_stage(mode: str, policy, prompt: list[int], *, horizon: int, K: int, B: int, t_min: int,
-               t_max: int, midpoint_min_len: int, long_eos_len: int) -> RolloutGroup:
-    prompt = list(prompt)
-    ledger = _Ledger()
-    roots = ledger.call(policy, [list(prompt) for _ in range(K)], min(t_max, horizon)).tokens
-    plans = [plan_pair(mode, root, policy.has_newline, policy.eos_id, B=B, t_min=t_min, t_max=t_max,
-                       midpoint_min_len=midpoint_min_len, long_eos_len=long_eos_len) for root in roots]
-
-    # Stage 2: every growing branch with budget left, in (k, b) order, in one left-padded call.
+def grow_branches(ledger: _Ledger, policy, prompt: list[int], plans, horizon: int) -> list[tuple[list, int, int]]:
+    """Stage 2 of a two-stage group: every growing branch with budget left, in (k, b) order, in one
+    left-padded call. Per plan (its `.branches` of `Branch`): (leaves, stage-1 leaf tokens, stage-2 tokens)."""
     wanted = [(k, b) for k, plan in enumerate(plans) for b, br in enumerate(plan.branches)
               if br.grow and len(br.head) < horizon]
     continuations: dict[tuple[int, int], list[int]] = {}
     if wanted:
         heads = [plans[k].branches[b].head for k, b in wanted]
         budgets = [horizon - len(h) for h in heads]
-        out = ledger.call(policy, [prompt + list(h) for h in heads], max(budgets))
+        out = ledger.call(policy, [list(prompt) + list(h) for h in heads], max(budgets))
         for key, budget, tokens in zip(wanted, budgets, out.tokens):
             # One call has one max_new_tokens; a row with a smaller budget keeps its first `budget`
             # tokens, which is exactly a draw capped at `budget` (the first n tokens of a draw do not
             # depend on the cap).
             continuations[key] = list(tokens[:budget])
-
-    pairs = []
+    grown = []
     for k, plan in enumerate(plans):
         leaves, stage1, stage2 = [], 0, 0
         for b, br in enumerate(plan.branches):
@@ -298,8 +291,20 @@ def _two_stage(mode: str, policy, prompt: list[int], *, horizon: int, K: int, B:
             leaves.append(Leaf(list(br.head) + cont, br.prefix_len, finished))
             stage1 += len(br.head)
             stage2 += len(cont)
-        pairs.append(Pair(k, plan.category, leaves, plan.tau, stage1, stage2))
-    return ledger.group(pairs)
+        grown.append((leaves, stage1, stage2))
+    return grown
+
+
+def _two_stage(mode: str, policy, prompt: list[int], *, horizon: int, K: int, B: int, t_min: int,
+               t_max: int, midpoint_min_len: int, long_eos_len: int) -> RolloutGroup:
+    prompt = list(prompt)
+    ledger = _Ledger()
+    roots = ledger.call(policy, [list(prompt) for _ in range(K)], min(t_max, horizon)).tokens
+    plans = [plan_pair(mode, root, policy.has_newline, policy.eos_id, B=B, t_min=t_min, t_max=t_max,
+                       midpoint_min_len=midpoint_min_len, long_eos_len=long_eos_len) for root in roots]
+    grown = grow_branches(ledger, policy, prompt, plans, horizon)  # stage 2
+    return ledger.group([Pair(k, plan.category, leaves, plan.tau, stage1, stage2)
+                         for k, (plan, (leaves, stage1, stage2)) in enumerate(zip(plans, grown))])
 
 
 def stopped_tree(policy, prompt: list[int], *, horizon: int, K: int = 4, B: int = 2, t_min: int = 96,
