@@ -62,3 +62,17 @@ def test_table5c_says_why_without_counterfactual_arms():
     s.runs["paper_arm"] = "12"
     s.runs["label"] = "12. stopped_tree h1024"
     assert "no counterfactual fork-pair arm" in build_table5c(s).why
+
+
+def test_a_saved_table5c_is_rebuilt_by_pass3_and_a_changed_cell_is_caught(tmp_path):
+    from rlvr_sweep.analysis import build_tables, save_tables
+    from rlvr_sweep.verify.rebuild import saved_problems
+
+    s = sweep()
+    save_tables(build_tables(s, only=["table5c"]), tmp_path)
+    assert saved_problems(s, tmp_path) == (1, [])
+    saved = pd.read_parquet(tmp_path / "table5c.parquet")
+    saved.loc[0, "divergent"] = 4
+    saved.to_parquet(tmp_path / "table5c.parquet", index=False)
+    checked, problems = saved_problems(s, tmp_path)
+    assert checked == 1 and len(problems) == 1 and problems[0].startswith("table5c: the saved table differs")

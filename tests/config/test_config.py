@@ -60,6 +60,8 @@ def test_unknown_keys_are_refused():
     (["+arm=stopped_tree_accum", "train.steps=6"], "not a multiple of train.accumulate_questions=4"),
     (["task=evaluate", "model.path=null"], "task=evaluate reads out a checkpoint: set model.path"),
     (["eval.schedule=refill"], "eval.schedule=refill needs model.engine=static or vllm"),
+    (["eval=fork3", "eval.fork_start=64"], "fork3 needs fork_start < fork_end <= margin_tokens"),
+    (["eval=fork3", "eval.margin_tokens=32"], "eval.fork_end=64, eval.margin_tokens=32"),
 ])
 def test_settings_that_cannot_go_together(overrides, words):
     base = ["profile=smoke"] if overrides[0].startswith("+arm") else SMOKE
@@ -90,13 +92,13 @@ def test_every_setting_declares_what_it_may_hold():
 
 def test_declared_choices_match_the_stage_registries():
     from rlvr_sweep import data
-    from rlvr_sweep.credit import ESTIMATORS, TREE_ESTIMATORS
+    from rlvr_sweep.credit import CF_ESTIMATORS, ESTIMATORS, TREE_ESTIMATORS
     from rlvr_sweep.reward import GRADERS, REWARDS
-    from rlvr_sweep.rollout import SAMPLERS
+    from rlvr_sweep.rollout import FORK_SAMPLERS, SAMPLERS
     from rlvr_sweep.update import HOMOGENEOUS_STEPS, LOSS_RECIPES
 
-    assert set(C.SAMPLER_NAMES) == set(SAMPLERS)
-    assert set(C.ESTIMATOR_NAMES) == set(ESTIMATORS) | set(TREE_ESTIMATORS)
+    assert set(C.SAMPLER_NAMES) == set(SAMPLERS) | set(FORK_SAMPLERS)
+    assert set(C.ESTIMATOR_NAMES) == set(ESTIMATORS) | set(TREE_ESTIMATORS) | set(CF_ESTIMATORS)
     assert set(C.REWARD_NAMES) == set(REWARDS) and set(C.GRADER_NAMES) == set(GRADERS)
     assert tuple(C.HOMOGENEOUS_STEPS) == tuple(HOMOGENEOUS_STEPS) and tuple(C.LOSS_RECIPES) == tuple(LOSS_RECIPES)
     assert set(C.BENCHMARK_NAMES) == set(data.benchmark_names())

@@ -116,6 +116,15 @@ def test_every_arm_runs_two_smoke_steps_with_a_conserving_ledger(tmp_path, arm):
         assert (cont >= 0).all() and (cont <= horizon - pairs[f"pl{b}"]).all()
     per_step = pairs.groupby("step")[["stage1_leaf_tokens", "stage2_generated"]].sum().sum(axis=1)
     assert (per_step == steps.set_index("step")["leaf_tokens"]).all()
+    if cfg.sampler.name == "cf_fork":  # PASS 4 replays each fork step's credit from these ledger rows
+        from rlvr_sweep.verify.cf_replay import replay_cf
+        from rlvr_sweep.verify.ledgers import pair_problems, step_problems
+
+        runs = steps[["arm", "horizon", "seed", "config_hash"]].drop_duplicates().assign(run_dir=info["run_dir"])
+        assert replay_cf(steps, pairs, runs) == {"steps": 2, "active": int(steps["cf_active"].sum()), "problems": []}
+        rollouts = results.read_table(info["run_dir"], "rollouts")
+        assert pair_problems(pairs, rollouts, runs.assign(horizon_tokens=horizon)) == (8, [])
+        assert step_problems(steps, rollouts, pairs, runs.iloc[:0])[1] == []  # PASS 3's ledger laws
 
 
 def test_arm11_switches_from_warmup_to_trees_at_an_update_boundary(tmp_path):

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from rlvr_sweep import store
+from rlvr_sweep.verify.integrity import run_problems
 from rlvr_sweep.run import run
 from tests.conftest import REPO
 from tests.helpers import compose_cfg, run_cli, run_killed_at
@@ -87,6 +88,7 @@ def test_evaluate_task_reads_a_kept_model_out_with_the_accuracy_it_had(logged_ru
     trained = store.read_table(logged_run["run_dir"], "grades").query("phase == 'trained'")
     assert grades["phase"].unique().tolist() == ["eval"]
     assert grades["response"].tolist() == trained["response"].tolist()
+    assert run_problems(run_json.parent) == []  # an evaluate run trains nothing: no ledgers expected
 
 
 def test_a_resumed_run_logs_each_step_once(tmp_path):

@@ -108,3 +108,46 @@ def test_saved_tables_rebuild_or_differ(tmp_path):
     changed = sweep_with(flip)
     n, problems = saved_problems(changed, tmp_path)
     assert n == 5 and any(p.startswith("table1:") for p in problems)
+
+
+RUN = {"arm": "rg_cf_grpo", "horizon": 1024, "seed": 42, "config_hash": "h"}
+
+
+def fork_pairs(change: dict) -> pd.DataFrame:
+    """One fork pair (t* = 3), one cf_no_fork pair of a finished 5-token root, Cap 64."""
+    rows = [dict(RUN, step=0, k=0, category="cf_first_gap", tau=3, pl0=3, pl1=3, l0=9, l1=12, r0=1.0, r1=0.0,
+                 stage1_leaf_tokens=13, stage2_generated=8, t_star=3, v0=5, v1=6),
+            dict(RUN, step=0, k=1, category="cf_no_fork", tau=5, pl0=5, pl1=5, l0=5, l1=5, r0=0.0, r1=0.0,
+                 stage1_leaf_tokens=10, stage2_generated=0, t_star=None, v0=-1, v1=-1)]
+    frame = pd.DataFrame(rows)
+    for (row, column), value in change.items():
+        frame.loc[row, column] = value
+    return frame
+
+
+@pytest.mark.parametrize("change, law", [
+    ({}, None),
+    ({(0, "pl1"): 4}, "fork pair: pl0 = pl1 = tau = t* > 0 fails"),
+    ({(0, "t_star"): 2}, "fork pair: pl0 = pl1 = tau = t* > 0 fails"),
+    ({(0, "v1"): 5}, "fork pair: branch 1's token v1 equals the root's v0"),
+    ({(1, "pl0"): 0}, "cf_no_fork: pl0 = pl1 = tau fails"),
+    ({(1, "r1"): 1.0}, "cf_no_fork with a finished root is not one leaf duplicated"),
+])
+def test_fork_pair_laws(change, law):
+    runs = pd.DataFrame([{**RUN, "horizon_tokens": 64}])
+    checked, problems = pair_problems(fork_pairs(change), pd.DataFrame(), runs)
+    assert checked == 2
+    assert problems == [] if law is None else any(law in p for p in problems), problems
+
+
+@pytest.mark.parametrize("status, active, law", [
+    ("active", True, None), ("gated_rescue_dup", False, None), ("skipped_pb_unrescued", False, None),
+    ("gated_rescue_dup", True, "active disagrees with cf_status"),
+    ("homogeneous", False, "cf_status 'homogeneous' disagrees with the rewards"),
+])
+def test_a_fork_step_is_active_by_its_counterfactual_status(status, active, law):
+    """Differing rewards but a gated step: inactive is right there (the gate is replayed in PASS 4)."""
+    steps = pd.DataFrame([dict(RUN, step=0, rewards=[1.0, 0.0, 0.0, 0.0], active=active, cf_status=status,
+                               untrimmed_steps=8, gen_tokens=8, padded_prefill_tokens=4, prefill_tokens=4)])
+    problems = step_problems(steps, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(columns=list(RUN)))[1]
+    assert problems == [] if law is None else any(law in p for p in problems), problems

@@ -23,10 +23,11 @@ def test_verify_all_passes_on_an_intact_sweep_with_its_saved_tables(smoke_sweep,
     proc = cli("rlvr_sweep.verify", "all", str(smoke_sweep), "--tables", str(tables))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
-    assert [line.split(":")[0] for line in lines[:3]] == ["PASS 1 ok", "PASS 2 ok", "PASS 3 ok"]
+    assert [line.split(":")[0] for line in lines[:4]] == ["PASS 1 ok", "PASS 2 ok", "PASS 3 ok", "PASS 4 ok"]
     assert "4 finished runs" in lines[0] and "4/4 run folders intact" in lines[0]
     assert "(0.50, 0.50) vs root restart (0.50, 0.25)" in lines[1] and "-1.5" in lines[1]
-    assert "saved tables" in lines[2] and lines[-1].startswith("== verify all: 3/3 passes ok")
+    assert "saved tables" in lines[2] and lines[-1].startswith("== verify all: 4/4 passes ok")
+    assert "nothing to check" in lines[3]  # greedy read-outs only: no sampled / fork read-out, no probe
 
 
 def test_verify_all_fails_on_a_damaged_run(smoke_sweep, tmp_path):

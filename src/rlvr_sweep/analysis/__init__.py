@@ -1,20 +1,22 @@
-"""Analysis stage: a sweep's stored tables become the paper's evidence (seed paper §4.4, §5.1-§5.5).
+"""Analysis stage: a sweep's stored tables become the paper's evidence (seed paper §4.4, §5.1-§5.6).
 
 Seed statistics and two-level bootstrap CIs (`stats`), FLOP proxies (`flops`), k-candidate voting
-(`voting`), Tables 1, 2A, 2B, 3, 4 and the prefix audit, and figures; it reads parquet only, never a model.
+(`voting`), Tables 1, 2A, 2B, 3, 4 and the prefix audit, Tables 5A / 5B from probe folders and fork
+read-outs, and figures; it reads parquet only, never a model.
 `python -m rlvr_sweep.analysis tables|figures SWEEP_ROOT --out DIR` (see `cli`).
 """
 
 from rlvr_sweep.analysis.contrasts import Contrast, build_table2b, load_contrasts, parse_contrasts
 from rlvr_sweep.analysis.flops import ledger_tokens, proxies
-from rlvr_sweep.analysis.report import TABLES, build_tables, save_tables
+from rlvr_sweep.analysis.report import ALL_TABLES, TABLES, TEST_TIME_TABLES, build_tables, save_tables
 from rlvr_sweep.analysis.source import Sweep, item_matrix, load_sweep
 from rlvr_sweep.analysis.stats import bootstrap_ci, mean_sd
 from rlvr_sweep.analysis.figures import FIGURES, figure1, figure2, training_curves
 from rlvr_sweep.analysis.voting import Candidate, Vote, vote, vote_detail
 
 __all__ = [
-    "Candidate", "Contrast", "FIGURES", "Sweep", "TABLES", "Vote", "bootstrap_ci", "build_table2b", "build_tables",
-    "figure1", "figure2", "item_matrix", "ledger_tokens", "load_contrasts", "load_sweep", "mean_sd",
+    "ALL_TABLES", "Candidate", "Contrast", "FIGURES", "Sweep", "TABLES", "TEST_TIME_TABLES", "Vote", "bootstrap_ci",
+    "build_table2b", "build_tables", "figure1", "figure2", "item_matrix", "ledger_tokens", "load_contrasts",
+    "load_sweep", "mean_sd",
     "parse_contrasts", "proxies", "save_tables", "training_curves", "vote", "vote_detail",
 ]

@@ -19,8 +19,15 @@ from rlvr_sweep.analysis.source import Sweep
 from rlvr_sweep.analysis.table1 import build_table1
 from rlvr_sweep.analysis.table3 import build_table3
 from rlvr_sweep.analysis.table4 import build_table4
+from rlvr_sweep.analysis.table5a import build_table5a, build_table5a_tf
+from rlvr_sweep.analysis.table5b import build_table5b
+from rlvr_sweep.analysis.table5c import build_table5c
 
-TABLES = ("table1", "table2a", "table2b", "table3", "table4", "audit")
+TABLES = ("table1", "table2a", "table2b", "table3", "table4", "table5c", "audit")  # PASS 3 rebuilds these
+TEST_TIME_TABLES = ("table5a_tf", "table5a", "table5b")  # from probes and fork read-outs; PASS 4 rebuilds these
+ALL_TABLES = (*TABLES, *TEST_TIME_TABLES)
+# left out of a default build (not asked for by name) when the sweep has nothing for them
+OPTIONAL_TABLES = ("table5c", *TEST_TIME_TABLES)
 
 
 def default_contrasts(sweep: Sweep) -> list[Contrast]:
@@ -30,11 +37,11 @@ def default_contrasts(sweep: Sweep) -> list[Contrast]:
 
 
 def build_tables(sweep: Sweep, contrasts: list[Contrast] | None = None, n_resamples: int = 4000,
-                 seed: int = 0, only=TABLES) -> dict[str, Table]:
+                 seed: int = 0, only=ALL_TABLES) -> dict[str, Table]:
     """{name: Table} for the names in `only`; a table that cannot be built carries its reason."""
-    unknown = [n for n in only if n not in TABLES]
+    unknown = [n for n in only if n not in ALL_TABLES]
     if unknown:
-        raise ValueError(f"unknown table(s) {unknown}; valid: {list(TABLES)}")
+        raise ValueError(f"unknown table(s) {unknown}; valid: {list(ALL_TABLES)}")
     builders = {
         "table1": lambda: build_table1(sweep),
         "table2a": lambda: build_table2a(sweep),
@@ -42,7 +49,11 @@ def build_tables(sweep: Sweep, contrasts: list[Contrast] | None = None, n_resamp
                                          n_resamples, seed),
         "table3": lambda: build_table3(sweep),
         "table4": lambda: build_table4(sweep, n_resamples, seed),
+        "table5c": lambda: build_table5c(sweep, n_resamples, seed),
         "audit": lambda: build_audit(sweep),
+        "table5a_tf": lambda: build_table5a_tf(sweep),
+        "table5a": lambda: build_table5a(sweep),
+        "table5b": lambda: build_table5b(sweep, n_resamples, seed),
     }
     return {name: builders[name]() for name in only}
 

@@ -6,6 +6,11 @@
 `length_scale` and the `optimizer_step` / `accumulate_questions` that PASS 3 needs. When an arm and
 seed were run twice with different settings the newest finished run is kept and a note says so.
 `item_matrix` aligns one arm's per-item outcomes across seeds for the bootstrap (paper §5.3).
+
+Test-time read-outs stay out of the training tables: `grades` holds the greedy read-outs of training
+runs only; `task=evaluate` runs (read-outs of saved checkpoints) are `eval_runs`, and their rows plus
+the sampled / forked rows of training runs are `readouts` (Tables 4, 5B and the batch audit group them
+by checkpoint: `analysis.checkpoints`). Prefix-splice probe folders under the root are `probes`.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from rlvr_sweep.analysis.probes import load_probes
 from rlvr_sweep.store import RUN_KEYS, collect
 
 TABLE_NAMES = ("steps", "rollouts", "pairs", "grades")
@@ -72,7 +78,11 @@ def _config_fields(run_dir) -> dict:
     get = lambda group, key, default: (cfg.get(group) or {}).get(key, default)  # noqa: E731
     return {"length_scale": float(get("profile", "length_scale", 1.0)),
             "optimizer_step": get("optimizer_step", "name", None),
-            "accumulate_questions": int(get("train", "accumulate_questions", 1) or 1)}
+            "accumulate_questions": int(get("train", "accumulate_questions", 1) or 1),
+            # which read-out a run made, and of what: test-time tables group read-outs by checkpoint
+            "task": cfg.get("task", "train"), "eval_name": get("eval", "name", "greedy"),
+            "eval_batch_size": get("eval", "batch_size", None), "eval_schedule": get("eval", "schedule", "fixed"),
+            "model_path": get("model", "path", None)}
 
 
 @dataclass
@@ -81,8 +91,15 @@ class Sweep:
     steps: pd.DataFrame
     rollouts: pd.DataFrame
     pairs: pd.DataFrame
-    grades: pd.DataFrame
+    grades: pd.DataFrame  # greedy read-outs of training runs: what Tables 1-4 and the contrasts read
     notes: list[str] = field(default_factory=list)
+    # task=evaluate runs (read-outs of saved checkpoints), one row each, with `unit` and `label` too
+    eval_runs: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # every other graded row: sampled and forked read-outs of training runs and all rows of task=evaluate
+    # runs, with `readout` (greedy, sampled_k3, fork3), `task` and the run's `run_dir`
+    readouts: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # prefix-splice probe folders found under the root (`analysis.probes`)
+    probes: list = field(default_factory=list)
 
     @classmethod
     def from_tables(cls, tables: dict, notes=()) -> "Sweep":
@@ -99,16 +116,18 @@ class Sweep:
         runs["paper_arm"] = runs["paper_arm"].fillna("").astype(str)
         runs["profile"] = runs["profile"].fillna("").astype(str)
         if len(runs):
+            extra = pd.DataFrame([_config_fields(d) for d in runs["run_dir"]], index=runs.index)
+            for column in extra.columns:
+                runs[column] = runs[column].fillna(extra[column]) if column in runs.columns else extra[column]
+        evals = runs[runs["task"] == "evaluate"] if "task" in runs.columns else runs.iloc[:0]
+        runs = runs.drop(evals.index)
+        if len(runs):
             runs = runs.sort_values("finished_at", kind="stable")
             twice = runs.duplicated(["profile", "arm", "horizon", "seed"], keep="last")
             for _, r in runs[twice].iterrows():
                 notes.append(f"{r['profile']}/{r['arm']} h{r['horizon']} seed {r['seed']} was run more than once; "
                              f"kept the newest run, not config {r['config_hash']}")
             runs = runs[~twice]
-            extra = pd.DataFrame([_config_fields(d) for d in runs["run_dir"]], index=runs.index)
-            for column in extra.columns:
-                if column not in runs.columns:
-                    runs[column] = extra[column]
             several = runs["profile"].nunique() > 1
             runs["unit"] = [f"{p}/{a}/h{h}" for p, a, h in zip(runs["profile"], runs["arm"], runs["horizon"])]
             runs["label"] = [_label(r, several) for _, r in runs.iterrows()]
@@ -125,7 +144,14 @@ class Sweep:
                 out[name] = pd.DataFrame(columns=[*RUN_KEYS, "unit"])
                 continue
             out[name] = frame.merge(keys, on=list(RUN_KEYS), how="inner")  # drops the runs not kept
-        return cls(runs=runs, notes=notes, **out)
+        readouts = _readout_rows(tables.get("grades"), runs, evals)
+        if len(out["grades"]) and "readout" in out["grades"].columns:  # sampled / forked rows are not greedy ones
+            out["grades"] = out["grades"][out["grades"]["readout"].fillna("greedy") == "greedy"]
+        if len(evals):
+            evals = evals.assign(unit=[f"{p}/evaluate/{Path(str(d)).name}" for p, d in zip(evals["profile"],
+                                                                                       evals["run_dir"])],
+                                 label=list(evals["arm"]))
+        return cls(runs=runs, notes=notes, eval_runs=evals.reset_index(drop=True), readouts=readouts, **out)
 
     def units(self) -> list[str]:
         """Every arm of the sweep (profile/arm/h<horizon>), in the paper's order."""
@@ -163,6 +189,21 @@ class Sweep:
         return units[0] if len(units) == 1 else None
 
 
+def _readout_rows(grades, runs: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
+    """Graded rows of test-time read-outs: the non-greedy rows of the kept training runs and every row
+    of the task=evaluate runs, each with its run's `task`, `run_dir` and read-out settings."""
+    if grades is None or not len(grades) or not set(RUN_KEYS) <= set(grades.columns):
+        return pd.DataFrame()
+    info = ["run_dir", "task", "eval_name", "eval_batch_size", "eval_schedule", "model_path",
+            "model_source", "model_fingerprint", "length_scale", "profile"]
+    both = pd.concat([runs, evals])
+    both = both.assign(**{c: both[c] if c in both.columns else None for c in info})[[*RUN_KEYS, *info]]
+    rows = grades.merge(both, on=list(RUN_KEYS), how="inner")
+    rows["readout"] = rows["readout"].fillna("greedy") if "readout" in rows.columns else "greedy"
+    keep = (rows["task"] == "evaluate") | (rows["readout"] != "greedy")
+    return rows[keep].reset_index(drop=True)
+
+
 def load_sweep(root, profile: str | None = None) -> Sweep:
     """Every finished, intact run under `root` (optionally one profile) as a `Sweep`.
 
@@ -174,7 +215,10 @@ def load_sweep(root, profile: str | None = None) -> Sweep:
     if profile is not None and len(tables["runs"]):
         keep = tables["runs"][tables["runs"]["profile"] == profile]
         tables = {**tables, "runs": keep}
-    return Sweep.from_tables(tables, notes)
+    sweep = Sweep.from_tables(tables, notes)
+    sweep.probes, probe_notes = load_probes(root, profile)
+    sweep.notes += probe_notes
+    return sweep
 
 
 def grade_rows(sweep: Sweep, unit: str, benchmark: str, phase: str = "trained") -> pd.DataFrame:

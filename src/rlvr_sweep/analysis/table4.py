@@ -1,9 +1,11 @@
-"""Table 4, cross-seed greedy part (seed paper §5.5): the k seeds' greedy answers to each item voted.
+"""Table 4 (seed paper §5.5): k = 3 voting across seeds (greedy) and within one checkpoint (sampled).
 
-Per arm and benchmark the candidates of an item are the arm's trained greedy responses, one per seed
-in the paper's order (42, 101, 7; candidate 0 is seed 42). Reported: Mean@1, Rand-, MaxLen- and
-MDL-Maj@k (with MDL's fallback count `fb`), MDL - MaxLen with a paired question bootstrap CI, Oracle
-Pass@k, the test tokens of the k read-outs and the Out TFLOPs of training the k checkpoints.
+Cross-seed rows: per arm and benchmark the candidates of an item are the arm's trained greedy
+responses, one per seed in the paper's order (42, 101, 7; candidate 0 is seed 42). Single-seed rows:
+per sampled read-out (`eval=sampled_k3`, T = 0.6) of one checkpoint and benchmark, the candidates are
+its draws 0, 1, 2. Reported: Mean@1, Rand-, MaxLen- and MDL-Maj@k (with MDL's fallback count `fb`),
+MDL - MaxLen with a paired question bootstrap CI, Oracle Pass@k, the test tokens of the k responses
+and the Out TFLOPs of training the k checkpoints (1 for a sampled row: the run that trained it).
 A response that hit the read-out cap without a `\\boxed` answer counts as an empty answer (the
 paper's e_i = ""), whatever number the fallback extracted. The cap is the run's read-out cap and
 MDL's lower bound 15 tokens is scaled like every paper length (`rlvr_sweep.config.scaled_length`).
@@ -15,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from rlvr_sweep.analysis.candidates import candidate
+from rlvr_sweep.analysis.checkpoints import MDL_MIN_LEN, readouts_of
 from rlvr_sweep.analysis.render import Table, ci_text, num
 from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep, grade_rows
 from rlvr_sweep.analysis.stats import bootstrap_ci
@@ -22,7 +26,7 @@ from rlvr_sweep.analysis.table1 import run_proxies
 from rlvr_sweep.analysis.voting import Candidate, vote_detail
 from rlvr_sweep.config import scaled_length
 
-MDL_MIN_LEN = 15  # paper tokens: MDL's eligibility window is 15 <= L < cap (§5.5)
+SAMPLED = "sampled_k3"
 
 
 def summarize_votes(items: list[list[Candidate]], cap: int, min_len: int, n_resamples: int = 4000,
@@ -51,8 +55,36 @@ def item_candidates(rows: pd.DataFrame, seeds: list) -> list[list[Candidate]]:
              for s in seeds] for i in common]
 
 
+def sampled_items(rows: pd.DataFrame) -> list[list[Candidate]]:
+    """One candidate list per item (draws in order) of one sampled read-out and benchmark."""
+    items = []
+    for _, item in rows.sort_values(["index", "draw"]).groupby("index", sort=True):
+        items.append([candidate(r) for _, r in item.iterrows()])
+    return items
+
+
+def sampled_rows(sweep: Sweep, n_resamples: int, seed: int) -> list[dict]:
+    """Table 4's single-seed sampled rows, one per sampled read-out and benchmark."""
+    rows = []
+    for r in readouts_of(sweep, SAMPLED):
+        run = r.train_run
+        train = run_proxies(run)["out"] if run is not None and pd.notna(run.get("params")) and \
+            "totals.gen_tokens" in run.index else np.nan
+        temperature = r.rows["temperature"].iloc[0] if "temperature" in r.rows else np.nan
+        for b in r.benchmarks():
+            items = sampled_items(r.of(b))
+            if not items:
+                continue
+            rows.append({"mode": "sampled", "label": r.label, "unit": r.key, "phase": r.phase, "benchmark": b,
+                         "seeds": [r.seed], "sample_seed": int(r.of(b)["sample_seed"].iloc[0]),
+                         "temperature": float(temperature), "cap": r.cap, "min_len": r.min_len,
+                         "train_tflops_out": train, "n_resamples": n_resamples, "boot_seed": seed,
+                         **summarize_votes(items, r.cap, r.min_len, n_resamples, seed)})
+    return rows
+
+
 def build_table4(sweep: Sweep, n_resamples: int = 4000, seed: int = 0) -> Table:
-    title = "Table 4 (cross-seed greedy): k-seed voting, MDL vs MaxLen, Oracle Pass@k (§5.5)"
+    title = "Table 4: k = 3 voting, cross-seed greedy and single-seed sampled; MDL vs MaxLen, Oracle Pass@k (§5.5)"
     rows = []
     for unit in sweep.units():
         runs = sweep.runs_of(unit)
@@ -70,11 +102,14 @@ def build_table4(sweep: Sweep, n_resamples: int = 4000, seed: int = 0) -> Table:
             if not items:
                 continue
             train = sum(run_proxies(r)["out"] for _, r in used.iterrows()) if used["params"].notna().all() else np.nan
-            rows.append({"label": sweep.label(unit), "unit": unit, "benchmark": b, "seeds": list(seeds), "cap": cap,
+            rows.append({"mode": "cross_seed", "label": sweep.label(unit), "unit": unit, "phase": "trained",
+                         "benchmark": b, "seeds": list(seeds), "cap": cap,
                          "min_len": min_len, "train_tflops_out": train, "n_resamples": n_resamples, "boot_seed": seed,
                          **summarize_votes(items, cap, min_len, n_resamples, seed)})
+    rows += sampled_rows(sweep, n_resamples, seed)
     if not rows:
-        return Table.unbuilt("table4", title, "no arm has trained read-outs from two or more seeds")
+        return Table.unbuilt("table4", title, "no arm has trained read-outs from two or more seeds, and no "
+                                              "checkpoint has a sampled read-out (eval=sampled_k3)")
     frame = pd.DataFrame(rows)
     return Table("table4", title, frame, _display(frame),
                  notes=[f"MDL window {int(frame['min_len'].iloc[0])} <= L < cap (15 and 2048 paper tokens, scaled); "
@@ -84,11 +119,17 @@ def build_table4(sweep: Sweep, n_resamples: int = 4000, seed: int = 0) -> Table:
 def _display(frame: pd.DataFrame) -> pd.DataFrame:
     out = []
     for _, r in frame.iterrows():
-        k = r["k"]  # the number of seeds voting (3 in the paper)
+        k = r["k"]  # the number of seeds voting (3 in the paper), or of draws
+        cost = num(r["train_tflops_out"], 3 if r["train_tflops_out"] < 1 else 1)
+        if r["mode"] == "sampled":
+            mode = (f"Single-seed {r['label']} (T={r['temperature']:g}, {k} draws, seed {int(r['sample_seed'])}; "
+                    f"1x ckpt = {cost} TFLOPs, "
+                    f"TestTok = {num(r['test_tokens'] / 1e3, 1)}k)")
+        else:
+            mode = (f"Cross-seed {r['label']} ({'/'.join(str(s) for s in r['seeds'])}; T=0; {k}x ckpt = {cost} "
+                    f"TFLOPs, TestTok = {num(r['test_tokens'] / 1e3, 1)}k)")
         out.append({
-            "Arm (seeds; train cost, test tokens)": (f"{r['label']} ({'/'.join(str(s) for s in r['seeds'])}; "
-                                                     f"{k}x ckpt = {num(r['train_tflops_out'], 3 if r['train_tflops_out'] < 1 else 1)} "
-                                                     f"TFLOPs, TestTok = {num(r['test_tokens'] / 1e3, 1)}k)"),
+            "Evaluation mode (train cost, test tokens)": mode,
             "Benchmark (N)": f"{BENCHMARK_NAMES.get(r['benchmark'], r['benchmark'])} ({r['n_items']})",
             "Mean@1": num(r["mean1"]), "Rand-Maj@k": num(r["rand"]), "MaxLen-Maj@k": num(r["maxlen"]),
             "MDL-Maj@k (fb)": f"{num(r['mdl'])} ({r['fb']})",

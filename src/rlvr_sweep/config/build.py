@@ -29,6 +29,11 @@ def combination_problems(cfg: Config) -> list[str]:
                         "a pair's two leaves (and its fork hinge) share a backward chunk")
     if cf_sampler and s.fork_start >= s.fork_end:
         problems.append(f"sampler.fork_start={s.fork_start} must be < sampler.fork_end={s.fork_end}")
+    ev = cfg.eval
+    if ev.name == "fork3" and not ev.fork_start < ev.fork_end <= ev.margin_tokens:
+        problems.append(f"eval.fork_start={ev.fork_start}, eval.fork_end={ev.fork_end}, "
+                        f"eval.margin_tokens={ev.margin_tokens}: fork3 needs fork_start < fork_end <= margin_tokens "
+                        "(forks are picked from the margin pass)")
     if e.name != "grpo":
         if not cf_estimator and s.name not in TREE_SAMPLERS:
             problems.append(f"estimator.name={e.name!r} credits tree prefixes but sampler.name={s.name!r} draws "

@@ -123,7 +123,8 @@ class GraderConfig:
 
 @dataclass
 class EvalConfig:
-    name: str = setting("greedy", one_of("greedy", "none"))
+    # greedy; sampled_k3 (paper §5.5, Table 4); fork3: greedy root + low-margin forks (§5.6, Table 5B)
+    name: str = setting("greedy", one_of("greedy", "sampled_k3", "fork3", "none"))
     benchmarks: list[str] = setting(["math500", "math_val210", "ext240"], each(one_of(*BENCHMARK_NAMES)))
     max_new_tokens: int = setting(2048, at_least(1))  # paper tokens (scaled by profile.length_scale)
     batch_size: int = setting(32, at_least(1))  # changes bf16 grades (paper §5.4), so part of the identity
@@ -133,6 +134,24 @@ class EvalConfig:
     limit: Optional[int] = setting(None, at_least(1))  # first `limit` items of each benchmark
     before: bool = True  # read out the untrained policy too
     after: bool = True
+    # sampled_k3: `draws` responses per item at temperature / top_p, from torch.manual_seed(offset + seed)
+    draws: int = setting(3, at_least(1))
+    temperature: float = setting(0.6, above(0))
+    top_p: float = setting(0.9, between(0, 1, low_open=True))
+    sample_seed_offset: int = setting(1000, at_least(0))
+    # fork3, lengths in paper tokens (scaled by profile.length_scale): a teacher-forced margin pass
+    # over the root's first margin_tokens; forks at zero-based [fork_start, fork_end); FirstGap05's
+    # logit threshold (not scaled); the second fork >= fork_separation away (adjacency: not scaled);
+    # tie_forks more forks on a 3-way tie (TieGated-FG05; 0: none); continuations in length-sorted
+    # batches of continuation_batch_size running max(min_continuation, cap - max K) steps
+    margin_tokens: int = setting(72, at_least(1))
+    fork_start: int = setting(4, at_least(0))
+    fork_end: int = setting(64, at_least(1))
+    fork_threshold: float = setting(0.5, at_least(0))
+    fork_separation: int = setting(2, at_least(1))
+    tie_forks: int = setting(2, at_least(0))
+    continuation_batch_size: int = setting(64, at_least(1))
+    min_continuation: int = setting(64, at_least(1))
 
 
 @dataclass

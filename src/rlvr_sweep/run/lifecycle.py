@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from transformers.utils import logging as hf_logging
 
-from rlvr_sweep import data, store
+from rlvr_sweep import data, evaluation, store
 from rlvr_sweep.config import Config, check_config, paper_arm, scaled_length
 from rlvr_sweep.policy import load_policy, resolve_model_source, weights_fingerprint
 from rlvr_sweep.reward import get_grader, grading
@@ -268,7 +268,9 @@ def _save_model(policy, folder: Path) -> None:
 
 
 def _accuracy_by_source(benchmark: str, graded: list[dict]) -> dict:
-    """Accuracy of a benchmark, plus each source's when it combines several (ext240)."""
+    """Accuracy of a benchmark, plus each source's when it combines several (ext240). Only the rows the
+    read-out scores count (every draw of a sampled read-out, the greedy root of a fork read-out)."""
+    graded = evaluation.accuracy_rows(graded)
     out = {benchmark: sum(g["correct"] for g in graded) / len(graded)}
     sources = sorted({g["source"] for g in graded})
     if len(sources) > 1:

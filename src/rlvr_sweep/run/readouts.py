@@ -1,25 +1,37 @@
 """The run's read-outs: its `eval` config unpacked into `ReadoutSettings` and the registered read-out.
 
 Only this module turns `cfg.eval` into plain values; the evaluation stage never sees a config.
-Lengths are scaled to the profile (`profile.length_scale`), as every other paper length budget.
+Lengths are scaled to the profile (`profile.length_scale`), as every other paper length budget:
+the read-out cap, the fork read-out's margin pass, window and minimum continuation. Logit thresholds,
+batch sizes and the forks' adjacency rule are not lengths and stay as given. The tie-gated forks
+stop early on a majority, which is the vote's call (`analysis.candidates.fork_tie`): the run hands
+that test to the read-outs that need it, since the evaluation stage sits below analysis.
 """
 
 from __future__ import annotations
 
+from rlvr_sweep.analysis.candidates import fork_tie
 from rlvr_sweep.config import Config, scaled_length
-from rlvr_sweep.evaluation import ReadoutSettings, get_readout
+from rlvr_sweep.evaluation import NEEDS_TIE_TEST, ReadoutSettings, get_readout
 
 
 def readout_settings(cfg: Config) -> ReadoutSettings:
-    e = cfg.eval
+    e, scale = cfg.eval, cfg.profile.length_scale
+    length = lambda paper: scaled_length(paper, scale)  # noqa: E731
     return ReadoutSettings(
-        max_new_tokens=scaled_length(e.max_new_tokens, cfg.profile.length_scale), batch_size=e.batch_size,
+        max_new_tokens=length(e.max_new_tokens), batch_size=e.batch_size,
         schedule=e.schedule, slots=e.slots, engine=cfg.model.engine, seed=cfg.seed,
-        length_scale=cfg.profile.length_scale,
+        length_scale=scale,
+        draws=e.draws, temperature=e.temperature, top_p=e.top_p, sample_seed_offset=e.sample_seed_offset,
+        margin_tokens=length(e.margin_tokens), fork_start=length(e.fork_start) if e.fork_start else 0,
+        fork_end=length(e.fork_end), fork_threshold=e.fork_threshold, fork_separation=e.fork_separation,
+        tie_forks=e.tie_forks, continuation_batch_size=e.continuation_batch_size,
+        min_continuation=length(e.min_continuation),
     )
 
 
 def read_out(cfg: Config, policy, rows: list[dict], *, benchmark: str, phase: str, grade, on_batch=None) -> list[dict]:
     """`grades` rows of one benchmark under the read-out `cfg.eval.name` names."""
+    extra = {"tie": fork_tie} if cfg.eval.name in NEEDS_TIE_TEST else {}
     return get_readout(cfg.eval.name)(policy, rows, benchmark=benchmark, phase=phase, settings=readout_settings(cfg),
-                                      grade=grade, on_batch=on_batch)
+                                      grade=grade, on_batch=on_batch, **extra)

@@ -1,10 +1,13 @@
 """Check stored grades against the verifier, compare graders, and run the paper's PASS 1-3.
 
-`python -m rlvr_sweep.verify all SWEEP_ROOT [--tables DIR]`
+`python -m rlvr_sweep.verify all SWEEP_ROOT [--tables DIR] [--margin-items N] [--device cpu]`
     PASS 1 (every stored grade and rollout reward regraded, each finished run folder intact against
     its manifest), PASS 2 (analytic checks: sampler laws by exact enumeration, Proposition 2,
-    zero-gradient AdamW) and PASS 3 (pair conservation laws, token totals from the ledgers, Tables 1-3
-    rebuilt from the stored rows; with --tables, the tables saved by `analysis tables --out DIR` too).
+    zero-gradient AdamW), PASS 3 (pair conservation laws, token totals from the ledgers, Tables 1-3
+    rebuilt from the stored rows; with --tables, the tables saved by `analysis tables --out DIR` too)
+    and PASS 4 (sampled, fork and probe responses regraded; fork positions, tie gating, eff_cap and
+    probe cuts re-derived; stored margins against a fresh teacher-forced pass on N items per read-out
+    and probe, loading the checkpoints on --device; Tables 4 / 5A / 5B recounted).
     One line per pass with its counts (`rlvr_sweep.verify.passes`). Exit 0: every pass ok; 1: a
     problem (listed under its pass); 2: bad input (no finished run under SWEEP_ROOT).
 
@@ -76,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("all", help="PASS 1-3 over a sweep; exit 1 on any problem")
     p.add_argument("output_dir", help="a sweep root (e.g. outputs/runs) or one run folder's parent")
     p.add_argument("--tables", default=None, help="a folder written by `analysis tables --out`: rebuild and compare")
+    p.add_argument("--margin-items", type=int, default=3,
+                   help="PASS 4: items per fork read-out and probe re-run through the model (default 3)")
+    p.add_argument("--device", default="cpu", help="PASS 4: where the checkpoints are loaded (default cpu)")
     p = sub.add_parser("regrade", help="recompute stored grades and rewards; exit 1 on disagreement")
     p.add_argument("output_dir", help="one run folder or a sweep root")
     p.add_argument("--all", action="store_true", help="include unfinished runs (no DONE marker)")
@@ -113,7 +119,8 @@ def _run_regrade(args) -> int:
 
 
 def _run_all(args) -> int:
-    results = run_all(args.output_dir, args.tables, echo=lambda r: _print(r.lines()))
+    results = run_all(args.output_dir, args.tables, echo=lambda r: _print(r.lines()), margin_items=args.margin_items,
+                      device=args.device)
     failed = [r.name for r in results if not r.ok]
     print(f"== verify all: {len(results) - len(failed)}/{len(results)} passes ok "
           f"({sum(r.seconds for r in results):.1f}s)" + (f"; failed: {', '.join(failed)}" if failed else ""))

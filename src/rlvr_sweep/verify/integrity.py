@@ -1,7 +1,8 @@
 """PASS 1, second half: each finished run folder is whole (paper §7 "verified supplement").
 
 A finished run (with its `DONE` marker) must hold `config.yaml`, a `run.json` that says it finished,
-and its ledger tables (`steps`, `rollouts`, `pairs`; `grades` unless the run read nothing out), each
+and its ledger tables (`steps`, `rollouts`, `pairs`, except in a `task=evaluate` run, which trains
+nothing; `grades` unless the run read nothing out), each
 readable, carrying the result schema's columns and only rows of this run (its arm, horizon, seed and
 config hash). Its manifest must match the files byte for byte (`rlvr_sweep.store.verify_manifest`:
 size and sha256 of every file, written when the run finished).
@@ -31,10 +32,11 @@ def run_problems(run_dir) -> list[str]:
     if info.get("status") != "finished":
         problems.append(f"{run_dir / RUN_JSON}: status {info.get('status')!r} in a folder marked DONE")
     read_out = bool(info.get("accuracy"))
+    trained = info.get("task", "train") != "evaluate"
     for name in (*LEDGERS, "grades"):
         path = run_dir / f"{name}.parquet"
         if not path.is_file():
-            if name in LEDGERS or read_out:
+            if (name in LEDGERS and trained) or (name == "grades" and read_out):
                 problems.append(f"{path}: missing")
             continue
         try:

@@ -5,9 +5,13 @@ Per pair (Cap = the run's rollout horizon, `horizon_tokens`):
   stage1_leaf_tokens + stage2_generated = l0 + l1;  0 <= l_b - pl_b <= Cap - pl_b;
   flat / flat_warmup / tau_zero: tau = pl0 = pl1 = 0;  causal_non_eos and midpoint splits: pl0 = pl1 = tau > 0;
   terminal_dup: pl0 = pl1 = tau = l0 = l1, no stage-2 token, r0 = r1 (one absorbing leaf, duplicated);
+  fork pairs (cf_first_gap, cf_min_margin; Arms 14-19): pl0 = pl1 = tau = t* > 0 and v1 != v0 (branch 1
+  takes another token at t*); cf_no_fork: pl0 = pl1 = tau, and a finished root is one leaf duplicated;
   and the pair's (pl, l, r) equal its two rollouts' rows.
 Per step: leaf tokens = sum of rollout lengths = sum over pairs of l0 + l1; the stored rewards are the
-rollouts' in order; `active` means the rewards differ; untrimmed >= generated, padded >= unpadded prefill;
+rollouts' in order; `active` means the rewards differ, except on a counterfactual fork step, whose
+`cf_status` decides it (active iff "active"; "homogeneous" iff the raw rewards are all equal; the
+gates themselves are replayed in PASS 4); untrimmed >= generated, padded >= unpadded prefill;
 backward tokens: an update that ran a backward counts the leaf tokens (bwd_out) and leaf + prompt
 tokens (bwd_full) of every question it backpropagated (active ones, or all with full_backward), others 0.
 Per run: run.json `totals` equal the sums of the steps ledger.
@@ -18,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rlvr_sweep.rollout import CATEGORIES
+from rlvr_sweep.rollout import CATEGORIES, CF_CATEGORIES
 from rlvr_sweep.store import RUN_KEYS
 
 STEP_KEY = [*RUN_KEYS, "step"]
@@ -45,12 +49,15 @@ def pair_problems(pairs: pd.DataFrame, rollouts: pd.DataFrame, runs: pd.DataFram
     zero = cat.isin(["flat", "flat_warmup", "tau_zero"])
     split = cat.isin(["causal_non_eos", "midpoint_fallback", "early_eos_gt104"])
     dup = cat == "terminal_dup"
+    fork = cat.isin(["cf_first_gap", "cf_min_margin"])
+    no_fork = cat == "cf_no_fork"
     in_bounds = ((0 <= p["pl0"]) & (p["pl0"] <= p["l0"]) & (p["l0"] <= cap)
                  & (0 <= p["pl1"]) & (p["pl1"] <= p["l1"]) & (p["l1"] <= cap))
     one_leaf = ((p["pl0"] == p["tau"]) & (p["pl1"] == p["tau"]) & (p["l0"] == p["tau"]) & (p["l1"] == p["tau"])
                 & (p["stage2_generated"] == 0) & (p["r0"] == p["r1"]))
+    valid = [*CATEGORIES, *CF_CATEGORIES]
     laws = [
-        (~cat.isin(CATEGORIES), f"unknown category (valid: {list(CATEGORIES)})"),
+        (~cat.isin(valid), f"unknown category (valid: {valid})"),
         (p["stage1_leaf_tokens"] + p["stage2_generated"] != p["l0"] + p["l1"], "stage1 + stage2 != l0 + l1"),
         (~in_bounds, "0 <= L - pl <= Cap - pl fails"),
         (zero & ((p["tau"] != 0) | (p["pl0"] != 0) | (p["pl1"] != 0)), "no shared prefix, yet pl or tau != 0"),
@@ -58,6 +65,16 @@ def pair_problems(pairs: pd.DataFrame, rollouts: pd.DataFrame, runs: pd.DataFram
          "shared-prefix pair: pl0 = pl1 = tau > 0 fails"),
         (dup & ~one_leaf, "terminal_dup is not one finished leaf duplicated"),
     ]
+    if fork.any() or no_fork.any():
+        t_star, v0, v1 = (p[c] if c in p.columns else pd.Series(np.nan, index=p.index) for c in ("t_star", "v0", "v1"))
+        laws += [
+            (fork & ((p["tau"] <= 0) | (p["pl0"] != p["tau"]) | (p["pl1"] != p["tau"]) | (t_star != p["tau"])),
+             "fork pair: pl0 = pl1 = tau = t* > 0 fails"),
+            (fork & (v0 == v1), "fork pair: branch 1's token v1 equals the root's v0"),
+            (no_fork & ((p["pl0"] != p["tau"]) | (p["pl1"] != p["tau"])), "cf_no_fork: pl0 = pl1 = tau fails"),
+            (no_fork & (p["l0"] == p["tau"]) & (p["l1"] == p["tau"]) & ~one_leaf,
+             "cf_no_fork with a finished root is not one leaf duplicated"),
+        ]
     problems = [msg for mask, law in laws for msg in _where(p, mask, law)]
     if len(rollouts):  # the pair's two leaves are rows of the rollout table
         ro = rollouts[[*STEP_KEY, "k", "b", "prefix_len", "length", "reward"]]
@@ -113,7 +130,13 @@ def step_problems(steps: pd.DataFrame, rollouts: pd.DataFrame, pairs: pd.DataFra
         same = [isinstance(r, tuple) and tuple(map(float, x)) == r for x, r in zip(s["rewards"], s["ro_rewards"])]
         problems += _where(s, ~np.array(same), "step rewards differ from its rollouts' rewards")
     differ = s["rewards"].map(lambda r: len(set(map(float, r))) > 1)
-    problems += _where(s, differ != s["active"].astype(bool), "active disagrees with the rewards")
+    status = s["cf_status"] if "cf_status" in s.columns else pd.Series(None, index=s.index, dtype=object)
+    fork_step = status.notna()
+    active = s["active"].astype(bool)
+    problems += _where(s, ~fork_step & (differ != active), "active disagrees with the rewards")
+    problems += _where(s, fork_step & (active != (status == "active")), "active disagrees with cf_status")
+    problems += _where(s, fork_step & (differ == (status == "homogeneous")),
+                       "cf_status 'homogeneous' disagrees with the rewards")
     problems += _where(s, s["untrimmed_steps"] < s["gen_tokens"], "untrimmed steps < generated tokens")
     problems += _where(s, s["padded_prefill_tokens"] < s["prefill_tokens"], "padded prefill < prefill")
     for _, run in runs.iterrows():

@@ -1,11 +1,16 @@
-"""`verify all`: PASS 1-3 of the paper's verification (§7) over a sweep, one line per pass.
+"""`verify all`: PASS 1-4 of the paper's verification (§7) over a sweep, one line per pass.
 
 PASS 1  every stored grade and rollout reward regraded (`regrade`) and every finished run folder
         intact (`integrity`: manifest, files, columns, run keys);
 PASS 2  analytic checks that need no sweep (`analytic`: sampler laws by exact enumeration,
         Proposition 2, zero-gradient AdamW);
 PASS 3  ledger laws (`ledgers`: pair conservation, step and run token totals) and Tables 1-3
-        rebuilt from the stored rows (`rebuild`; with a saved tables folder, every saved table).
+        rebuilt from the stored rows (`rebuild`; with a saved tables folder, every saved table);
+PASS 4  the test-time read-outs and probes (`testtime`): every sampled, fork and probe response regraded,
+        fork positions, slots, tie gating, eff_cap arithmetic and probe cuts re-derived from the stored
+        rows, stored margins against a fresh teacher-forced pass on a sample (loads the checkpoints),
+        Tables 4 / 5A / 5B recounted (with a saved tables folder, 5A / 5B compared with their rebuilds);
+        and every counterfactual fork group's credit (Arms 14-19) replayed from its ledger (`cf_replay`).
 A pass fails on any problem; `run_all` returns the results, the CLI prints them and exits 1 on failure.
 """
 
@@ -18,11 +23,13 @@ from pathlib import Path
 from rlvr_sweep.analysis import load_sweep
 from rlvr_sweep.store import CollectError
 from rlvr_sweep.verify.analytic import run_pass2
+from rlvr_sweep.verify.cf_replay import replay_cf
 from rlvr_sweep.verify.compare import _label, find_runs
 from rlvr_sweep.verify.integrity import run_problems
 from rlvr_sweep.verify.ledgers import pair_problems, step_problems
 from rlvr_sweep.verify.rebuild import saved_problems, table1_problems, table2a_problems, table3_problems
 from rlvr_sweep.verify.regrade import format_disagreement, regrade_run
+from rlvr_sweep.verify.testtime import run_pass4
 
 SHOWN = 20  # problems printed per pass (all are counted)
 
@@ -94,10 +101,31 @@ def pass3(root, tables_dir=None) -> PassResult:
     return PassResult("PASS 3", summary, problems)
 
 
-def run_all(root, tables_dir=None, echo=None) -> list[PassResult]:
-    """PASS 1, 2, 3 in order (each timed); `echo(result)` is called as each one ends."""
+def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu") -> PassResult:
+    try:
+        sweep = load_sweep(root)
+    except CollectError as err:
+        return PassResult("PASS 4", "the sweep cannot be collected", [str(err)])
+    cf = replay_cf(sweep.steps, sweep.pairs, sweep.runs)
+    parts, problems = [], list(cf["problems"])
+    if cf["steps"]:
+        parts.append(f"{cf['steps']} counterfactual fork groups replayed ({cf['active']} active): coefficients, "
+                     "gates and signed token mass")
+    if len(sweep.readouts) or sweep.probes:
+        summary, more = run_pass4(sweep, tables_dir, margin_items, device)
+        parts.append(summary)
+        problems += more
+    if not parts:
+        return PassResult("PASS 4", "no sampled or fork read-out, no probe folder and no counterfactual arm: "
+                                    "nothing to check")
+    return PassResult("PASS 4", "; ".join(parts), problems)
+
+
+def run_all(root, tables_dir=None, echo=None, margin_items: int = 3, device: str = "cpu") -> list[PassResult]:
+    """PASS 1, 2, 3, 4 in order (each timed); `echo(result)` is called as each one ends."""
     results = []
-    for run in (lambda: pass1(root), pass2, lambda: pass3(root, tables_dir)):
+    for run in (lambda: pass1(root), pass2, lambda: pass3(root, tables_dir),
+                lambda: pass4(root, tables_dir, margin_items, device)):
         started = time.perf_counter()
         result = run()
         result.seconds = time.perf_counter() - started

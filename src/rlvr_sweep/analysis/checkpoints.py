@@ -1,0 +1,98 @@
+"""Test-time read-outs grouped by the checkpoint they read (seed paper §5.5-§5.6, Tables 4, 5B).
+
+A sampled or forked read-out is made either by a training run (`eval=sampled_k3` / `eval=fork3`: its
+base and trained policies) or by a `task=evaluate` run of a saved checkpoint (`model.path=<run>/model`,
+phase `eval`). `readouts_of(sweep, name)` returns one `Readout` per (run, phase) with the checkpoint it
+read: a `task=evaluate` read-out of `<run>/model` belongs to that training run's trained checkpoint, so
+its Table 4 row carries the run's training cost and its Table 5B row meets the batch audit of the same
+checkpoint. Read-outs of other folders are named by the evaluate run's arm or the folder's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from rlvr_sweep.analysis.source import Sweep, benchmark_order
+from rlvr_sweep.config import scaled_length
+
+MDL_MIN_LEN = 15  # paper tokens: MDL's eligibility window is 15 <= L < cap (§5.5)
+
+
+@dataclass
+class Readout:
+    key: str  # the checkpoint read (a training run's folder name, '#base' for its untrained policy)
+    label: str  # printable checkpoint
+    phase: str
+    readout: str  # eval.name: greedy, sampled_k3, fork3
+    run_dir: str  # the run that made the read-out
+    batch_size: int | None
+    cap: int  # the read-out cap in the profile's tokens
+    min_len: int  # MDL's 15 tokens, scaled
+    seed: int  # the seed of the run that made the read-out (sampled: draws seeded 1000 + seed)
+    train_run: pd.Series | None  # the training run that produced the checkpoint, when the sweep has it
+    rows: pd.DataFrame
+
+    def benchmarks(self) -> list[str]:
+        return sorted(self.rows["benchmark"].unique(), key=benchmark_order)
+
+    def of(self, benchmark: str) -> pd.DataFrame:
+        return self.rows[self.rows["benchmark"] == benchmark]
+
+
+def _name(path) -> str:
+    return Path(str(path)).name if path else ""
+
+
+def checkpoint_of(sweep: Sweep, run: pd.Series, phase: str) -> tuple[str, str, pd.Series | None]:
+    """(key, label, training run) of the policy a read-out read."""
+    if run["task"] != "evaluate":
+        suffix = "" if phase in ("trained", "eval") else f"#{phase}"
+        label = f"{run['label']} seed {run['seed']}" + ("" if not suffix else f" ({phase})")
+        return _name(run["run_dir"]) + suffix, label, run if not suffix else None
+    model = run.get("model_source") if isinstance(run.get("model_source"), str) else run.get("model_path")
+    model = str(model or "")
+    folder = Path(model)
+    if folder.name == "model":  # <run>/model: the trained checkpoint of a run of this sweep?
+        owner = sweep.runs[[_name(d) == folder.parent.name for d in sweep.runs["run_dir"]]]
+        if len(owner):
+            return checkpoint_of(sweep, owner.iloc[0], "trained")
+    name = folder.parent.name if folder.name == "model" else (folder.name or model)
+    label = run["arm"] if run["arm"] != "custom" else name
+    fingerprint = run.get("model_fingerprint")
+    return f"model:{fingerprint if isinstance(fingerprint, str) else model}", label, None
+
+
+def run_label(sweep: Sweep, run_dir, fallback: str) -> str:
+    """The sweep's label of the trained checkpoint in `run_dir` ("12. stopped_tree h1024 seed 7"), else `fallback`."""
+    owner = sweep.runs[[_name(d) == _name(run_dir) for d in sweep.runs["run_dir"]]] if run_dir else sweep.runs.iloc[:0]
+    return f"{owner.iloc[0]['label']} seed {owner.iloc[0]['seed']}" if len(owner) else fallback
+
+
+def readouts_of(sweep: Sweep, readout: str | None = None) -> list[Readout]:
+    """Every read-out in `sweep.readouts` (only those named `readout` when given), in run order."""
+    rows = sweep.readouts
+    if not len(rows):
+        return []
+    if readout is not None:
+        rows = rows[rows["readout"] == readout]
+    runs = pd.concat([sweep.runs, sweep.eval_runs], ignore_index=True)
+    out = []
+    for (run_dir, phase), part in rows.groupby(["run_dir", "phase"], sort=False):
+        run = runs[runs["run_dir"] == run_dir].iloc[0]
+        key, label, train = checkpoint_of(sweep, run, phase)
+        scale = float(run.get("length_scale", 1.0) or 1.0)
+        batch = run.get("eval_batch_size")
+        out.append(Readout(key, label, phase, part["readout"].iloc[0], run_dir,
+                           None if pd.isna(batch) else int(batch), readout_cap(part, run),
+                           scaled_length(MDL_MIN_LEN, scale), int(run["seed"]), train, part))
+    return out
+
+
+def readout_cap(rows: pd.DataFrame, run: pd.Series) -> int:
+    """The read-out cap the rows were decoded under (their `readout_cap`, else the run's record)."""
+    if "readout_cap" in rows and rows["readout_cap"].notna().all():
+        return int(rows["readout_cap"].iloc[0])
+    return int(run["eval_max_new_tokens"])
