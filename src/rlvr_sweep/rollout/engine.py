@@ -202,22 +202,14 @@ def generate(
     With an EOS id the loop reads one boolean back from the device per step (the all-finished check).
     The model is put in eval mode for the call and its previous train/eval mode is restored.
     """
+    done = nothing_to_decode(prompts, max_new_tokens, record_margins)
+    if done is not None:
+        return done
     batch = len(prompts)
-    if batch == 0:
-        rows = (lambda: []) if record_margins else (lambda: None)  # fresh lists, not one shared
-        return Generation([], [], [], rows(), 0, 0, 0, 0, rows(), rows())
     prompt_lens = [len(p) for p in prompts]
-    if min(prompt_lens) == 0:
-        raise ValueError("every prompt needs at least one token")
     max_len = max(prompt_lens)
     prefill_tokens = sum(prompt_lens)
     padded_prefill_tokens = batch * max_len
-    if max_new_tokens <= 0:
-        rows = (lambda: [[] for _ in prompts]) if record_margins else (lambda: None)
-        return Generation(
-            [[] for _ in prompts], [0] * batch, [False] * batch, rows(),
-            prefill_tokens, padded_prefill_tokens, 0, 0, rows(), rows(),
-        )
 
     device = _model_device(model)
     padded = min(prompt_lens) < max_len
@@ -267,32 +259,14 @@ def generate(
             logits = out.logits[:, -1, :]
             del out
 
-            out_tokens = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
-            margins_buf = top_buf = None
-            if record_margins:
-                margins_buf = torch.empty((batch, max_new_tokens), dtype=torch.float32, device=device)
-                top_buf = torch.empty((batch, max_new_tokens, 2), dtype=torch.long, device=device)
-            finished = torch.zeros(batch, dtype=torch.bool, device=device)
-            check_eos = eos_id is not None and eos_id >= 0
-            steps = 0
-            for t in range(max_new_tokens):
-                if margins_buf is not None:
-                    best2 = logits.float().topk(2, dim=-1)  # values, indices: (B, 2) each
-                    margins_buf[:, t] = best2.values[:, 0] - best2.values[:, 1]
-                    top_buf[:, t] = best2.indices
-                nxt = sample_next_token(logits, temperature, top_p, generator)
-                nxt = nxt.masked_fill(finished, pad_id)  # finished rows only ever see pads
-                out_tokens[:, t] = nxt
-                steps = t + 1
-                if check_eos:
-                    finished |= nxt == eos_id
-                if steps == max_new_tokens:
-                    break
-                if check_eos and bool(finished.all()):
+            record = DecodeRecord(batch, max_new_tokens, eos_id, pad_id, record_margins, device)
+            while True:
+                nxt = record.emit(logits, temperature, top_p, generator)
+                if record.steps == max_new_tokens or record.all_finished():
                     break
                 out = model(
                     input_ids=nxt[:, None],
-                    attention_mask=None if step_mask is None else step_mask[..., : max_len + steps],
+                    attention_mask=None if step_mask is None else step_mask[..., : max_len + record.steps],
                     position_ids=next_pos,
                     use_cache=True,
                     **{cache_kw: cache},
@@ -301,34 +275,85 @@ def generate(
                 del out
                 next_pos = next_pos + 1
 
-            gen = out_tokens[:, :steps]
-            if check_eos:
-                first_eos = (gen == eos_id).to(torch.int8).argmax(dim=-1)
-                lengths_t = torch.where(finished, first_eos + 1, torch.full_like(first_eos, steps))
-            else:
-                lengths_t = torch.full((batch,), steps, dtype=torch.long, device=device)
-            gen_rows = gen.tolist()
-            lengths = lengths_t.tolist()
-            fin = finished.tolist()
-            margin_rows = margins_buf[:, :steps].tolist() if margins_buf is not None else None
-            top_rows = top_buf[:, :steps].tolist() if top_buf is not None else None  # (B, steps, 2)
+            return record.generation(prefill_tokens, padded_prefill_tokens)
     finally:
         if was_training:
             model.train()
 
-    tokens = [row[:n] for row, n in zip(gen_rows, lengths)]
-    margins = [row[:n] for row, n in zip(margin_rows, lengths)] if margin_rows is not None else None
-    top1 = [[a for a, _ in row[:n]] for row, n in zip(top_rows, lengths)] if top_rows is not None else None
-    top2 = [[b for _, b in row[:n]] for row, n in zip(top_rows, lengths)] if top_rows is not None else None
-    return Generation(
-        tokens=tokens,
-        lengths=lengths,
-        finished=fin,
-        margins=margins,
-        prefill_tokens=prefill_tokens,
-        padded_prefill_tokens=padded_prefill_tokens,
-        generated_tokens=sum(lengths),
-        untrimmed_steps=batch * steps,
-        top1=top1,
-        top2=top2,
-    )
+
+def nothing_to_decode(prompts: list[list[int]], max_new_tokens: int, record_margins: bool,
+                      padded: bool = True) -> Generation | None:
+    """The :class:`Generation` of a call with nothing to decode (no prompts, or ``max_new_tokens <= 0``:
+    empty completions), or None when there is; raises on an empty prompt either way. ``padded``: the
+    engine left-pads a batch (``padded_prefill_tokens = batch * longest prompt``) or does not."""
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    if prompts and max_new_tokens > 0:
+        return None
+    lens = [len(p) for p in prompts]
+    rows = (lambda: [[] for _ in prompts]) if record_margins else (lambda: None)  # fresh lists, not one shared
+    return Generation([[] for _ in prompts], [0] * len(prompts), [False] * len(prompts), rows(), sum(lens),
+                      len(prompts) * max(lens, default=0) if padded else sum(lens), 0, 0, rows(), rows())
+
+
+class DecodeRecord:
+    """What a decode loop emits, on the device: tokens (B, max_new_tokens), the rows that stopped on
+    EOS, and with ``record_margins`` each step's raw top-1 minus top-2 logit margin and the two ids.
+    ``eos_id`` None or negative: no row ever stops early. Both engines fill one through :meth:`emit`."""
+
+    def __init__(self, batch: int, max_new_tokens: int, eos_id: int | None, pad_id: int, record_margins: bool,
+                 device) -> None:
+        self.tokens = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
+        self.margins = self.top2 = None
+        if record_margins:
+            self.margins = torch.empty((batch, max_new_tokens), dtype=torch.float32, device=device)
+            self.top2 = torch.empty((batch, max_new_tokens, 2), dtype=torch.long, device=device)
+        self.finished = torch.zeros(batch, dtype=torch.bool, device=device)
+        self.eos_id = eos_id if eos_id is not None and eos_id >= 0 else None
+        self.pad_id = pad_id
+        self.steps = 0
+
+    def emit(self, logits: torch.Tensor, temperature: float | None, top_p: float | None,
+             generator: torch.Generator | None) -> torch.Tensor:
+        """Record the step's margins, pick each row's next token from ``logits`` (B, V) and return it
+        (rows already finished get ``pad_id``: they only ever see pads)."""
+        t = self.steps
+        if self.margins is not None:
+            best2 = logits.float().topk(2, dim=-1)  # values, indices: (B, 2) each
+            self.margins[:, t] = best2.values[:, 0] - best2.values[:, 1]
+            self.top2[:, t] = best2.indices
+        nxt = sample_next_token(logits, temperature, top_p, generator).masked_fill(self.finished, self.pad_id)
+        self.tokens[:, t] = nxt
+        self.steps = t + 1
+        if self.eos_id is not None:
+            self.finished |= nxt == self.eos_id
+        return nxt
+
+    def all_finished(self) -> bool:
+        """Every row stopped on EOS (one boolean read back from the device)."""
+        return self.eos_id is not None and bool(self.finished.all())
+
+    def generation(self, prefill_tokens: int, padded_prefill_tokens: int) -> Generation:
+        """The :class:`Generation` of the steps emitted so far; each row is cut after its first EOS."""
+        gen = self.tokens[:, : self.steps]
+        batch, steps = gen.shape
+        if self.eos_id is not None:
+            first_eos = (gen == self.eos_id).to(torch.int8).argmax(dim=-1)
+            lengths = torch.where(self.finished, first_eos + 1, torch.full_like(first_eos, steps)).tolist()
+        else:
+            lengths = [steps] * batch
+        rows = gen.tolist()
+        margin_rows = self.margins[:, :steps].tolist() if self.margins is not None else None
+        top_rows = self.top2[:, :steps].tolist() if self.top2 is not None else None
+        return Generation(
+            tokens=[row[:n] for row, n in zip(rows, lengths)],
+            lengths=lengths,
+            finished=self.finished.tolist(),
+            margins=[row[:n] for row, n in zip(margin_rows, lengths)] if margin_rows is not None else None,
+            prefill_tokens=prefill_tokens,
+            padded_prefill_tokens=padded_prefill_tokens,
+            generated_tokens=sum(lengths),
+            untrimmed_steps=batch * steps,
+            top1=[[a for a, _ in row[:n]] for row, n in zip(top_rows, lengths)] if top_rows is not None else None,
+            top2=[[b for _, b in row[:n]] for row, n in zip(top_rows, lengths)] if top_rows is not None else None,
+        )

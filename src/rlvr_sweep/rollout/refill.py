@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from rlvr_sweep.rollout.engine import Generation, sample_next_token
+from rlvr_sweep.rollout.engine import Generation, nothing_to_decode, sample_next_token
 from rlvr_sweep.rollout.prefill import prefill
 from rlvr_sweep.rollout.static_engine import session_for
 
@@ -82,19 +82,13 @@ def generate_refill(
     if slots < 1 or harvest_every < 1:
         raise ValueError(f"slots and harvest_every must be >= 1, got {slots} and {harvest_every}")
     n_items = len(prompts)
-    empty = [] if record_margins else None
-    if n_items == 0:
-        return Generation([], [], [], empty, 0, 0, 0, 0, empty, empty)
-    prompt_lens = [len(p) for p in prompts]
-    if min(prompt_lens) == 0:
-        raise ValueError("every prompt needs at least one token")
     caps = [max_new_tokens] * n_items if isinstance(max_new_tokens, int) else list(max_new_tokens)
     if len(caps) != n_items:
         raise ValueError(f"{len(caps)} caps for {n_items} prompts")
-    if max(caps) <= 0:
-        per_row = (lambda: [[] for _ in prompts]) if record_margins else (lambda: None)
-        return Generation([[] for _ in prompts], [0] * n_items, [False] * n_items, per_row(), sum(prompt_lens),
-                          n_items * max(prompt_lens), 0, 0, per_row(), per_row())
+    done = nothing_to_decode(prompts, max(caps, default=0), record_margins)
+    if done is not None:
+        return done
+    prompt_lens = [len(p) for p in prompts]
     if min(caps) <= 0:
         raise ValueError("per-prompt caps must all be >= 1 (or all <= 0)")
     widest = max(caps)

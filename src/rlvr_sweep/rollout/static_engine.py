@@ -24,11 +24,12 @@ asynchrony to protect) it checks every step, so the generator advances exactly a
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 
 import torch
 
-from rlvr_sweep.rollout.engine import Generation, sample_next_token
+from rlvr_sweep.rollout.engine import DecodeRecord, Generation, nothing_to_decode
 from rlvr_sweep.rollout.prefill import prefill
 from rlvr_sweep.rollout.qwen3_step import KVCache, Qwen3StepWeights, rope_tables
 from rlvr_sweep.rollout.step_graphs import StepRunner, row_bucket
@@ -116,22 +117,14 @@ def generate(
 
     Raises `qwen3_step.UnsupportedModel` for a model that is not Qwen3-shaped.
     """
+    done = nothing_to_decode(prompts, max_new_tokens, record_margins)
+    if done is not None:
+        return done
     batch = len(prompts)
-    if batch == 0:
-        empty = [] if record_margins else None
-        return Generation([], [], [], empty, 0, 0, 0, 0, empty, empty)
     prompt_lens = [len(p) for p in prompts]
-    if min(prompt_lens) == 0:
-        raise ValueError("every prompt needs at least one token")
     max_len = max(prompt_lens)
     prefill_tokens = sum(prompt_lens)
     padded_prefill_tokens = batch * max_len
-    if max_new_tokens <= 0:
-        rows = [[] for _ in prompts] if record_margins else None
-        return Generation(
-            [[] for _ in prompts], [0] * batch, [False] * batch, rows, prefill_tokens, padded_prefill_tokens, 0, 0,
-            None if rows is None else [[] for _ in prompts], None if rows is None else [[] for _ in prompts],
-        )
     session = session_for(model)
     device = session.weights.device
     rows = session.rows_for(batch)  # graphs exist per row bucket; extra rows are inert
@@ -157,29 +150,12 @@ def generate(
             write_pos = torch.full((rows,), max_len, dtype=torch.long, device=device)
             del pre
 
-            out_tokens = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
-            margins_buf = top_buf = None
-            if record_margins:
-                margins_buf = torch.empty((batch, max_new_tokens), dtype=torch.float32, device=device)
-                top_buf = torch.empty((batch, max_new_tokens, 2), dtype=torch.long, device=device)
-            finished = torch.zeros(batch, dtype=torch.bool, device=device)
-            check_eos = eos_id is not None and eos_id >= 0
+            record = DecodeRecord(batch, max_new_tokens, eos_id, pad_id, record_margins, device)
             check_every = session.check_every
-            steps = 0
-            for t in range(max_new_tokens):
-                if margins_buf is not None:
-                    top2 = logits.float().topk(2, dim=-1)  # values, indices: (B, 2) each
-                    margins_buf[:, t] = top2.values[:, 0] - top2.values[:, 1]
-                    top_buf[:, t] = top2.indices
-                nxt = sample_next_token(logits, temperature, top_p, generator)
-                nxt = nxt.masked_fill(finished, pad_id)  # finished rows only ever see pads
-                out_tokens[:, t] = nxt
-                steps = t + 1
-                if check_eos:
-                    finished |= nxt == eos_id
-                if steps == max_new_tokens:
-                    break
-                if check_eos and steps % check_every == 0 and bool(finished.all()):
+            while True:
+                nxt = record.emit(logits, temperature, top_p, generator)
+                steps = record.steps
+                if steps == max_new_tokens or (steps % check_every == 0 and record.all_finished()):
                     break
                 if rows == batch:
                     step_tokens = nxt
@@ -190,34 +166,9 @@ def generate(
                 rope_pos += 1
                 write_pos += 1
 
-            gen = out_tokens[:, :steps]
-            if check_eos:
-                first_eos = (gen == eos_id).to(torch.int8).argmax(dim=-1)
-                lengths_t = torch.where(finished, first_eos + 1, torch.full_like(first_eos, steps))
-            else:
-                lengths_t = torch.full((batch,), steps, dtype=torch.long, device=device)
-            gen_rows = gen.tolist()
-            lengths = lengths_t.tolist()
-            fin = finished.tolist()
-            margin_rows = margins_buf[:, :steps].tolist() if margins_buf is not None else None
-            top_rows = top_buf[:, :steps].tolist() if top_buf is not None else None  # (B, steps, 2)
+            out = record.generation(prefill_tokens, padded_prefill_tokens)
+            # where the reference loop stops (this one may run past the last row's EOS)
+            return dataclasses.replace(out, untrimmed_steps=batch * max(out.lengths))
     finally:
         if was_training:
             model.train()
-
-    tokens = [row[:n] for row, n in zip(gen_rows, lengths)]
-    margins = [row[:n] for row, n in zip(margin_rows, lengths)] if margin_rows is not None else None
-    top1 = [[a for a, _ in row[:n]] for row, n in zip(top_rows, lengths)] if top_rows is not None else None
-    top2 = [[b for _, b in row[:n]] for row, n in zip(top_rows, lengths)] if top_rows is not None else None
-    return Generation(
-        tokens=tokens,
-        lengths=lengths,
-        finished=fin,
-        margins=margins,
-        prefill_tokens=prefill_tokens,
-        padded_prefill_tokens=padded_prefill_tokens,
-        generated_tokens=sum(lengths),
-        untrimmed_steps=batch * max(lengths),  # where the reference loop stops (this one may overrun)
-        top1=top1,
-        top2=top2,
-    )

@@ -30,7 +30,7 @@ import weakref
 
 import torch
 
-from rlvr_sweep.rollout.engine import Generation, _is_greedy
+from rlvr_sweep.rollout.engine import Generation, _is_greedy, nothing_to_decode
 
 __all__ = ["VllmEngine", "engine_for", "generate", "push_weights", "release", "vllm_available"]
 
@@ -100,17 +100,11 @@ class VllmEngine:
         from vllm import SamplingParams
 
         del pad_id  # vLLM never pads
+        done = nothing_to_decode(prompts, max_new_tokens, record_margins, padded=False)
+        if done is not None:
+            return done
         batch = len(prompts)
-        empty = [] if record_margins else None
-        if batch == 0:
-            return Generation([], [], [], empty, 0, 0, 0, 0, empty, empty)
         lens = [len(p) for p in prompts]
-        if min(lens) == 0:
-            raise ValueError("every prompt needs at least one token")
-        if max_new_tokens <= 0:
-            per_row = (lambda: [[] for _ in prompts]) if record_margins else (lambda: None)
-            return Generation([[] for _ in prompts], [0] * batch, [False] * batch, per_row(), sum(lens), sum(lens),
-                              0, 0, per_row(), per_row())
         greedy = _is_greedy(temperature)
         stops = [eos_id] if eos_id is not None and eos_id >= 0 else None
         seeds = [None] * batch

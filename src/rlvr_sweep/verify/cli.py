@@ -1,4 +1,4 @@
-"""Check stored grades against the verifier, compare graders, and run the paper's PASS 1-3.
+"""Check stored grades against the verifier, compare graders, and run the paper's PASS 1-4.
 
 `python -m rlvr_sweep.verify all SWEEP_ROOT [--tables DIR] [--margin-items N] [--device cpu]`
     PASS 1 (every stored grade and rollout reward regraded, each finished run folder intact against
@@ -7,7 +7,8 @@
     rebuilt from the stored rows; with --tables, the tables saved by `analysis tables --out DIR` too)
     and PASS 4 (sampled, fork and probe responses regraded; fork positions, tie gating, eff_cap and
     probe cuts re-derived; stored margins against a fresh teacher-forced pass on N items per read-out
-    and probe, loading the checkpoints on --device; Tables 4 / 5A / 5B recounted).
+    and probe, loading the checkpoints on --device; Tables 4 / 5A / 5B recounted; every counterfactual
+    fork step of Arms 14-19 replayed from its ledger rows).
     One line per pass with its counts (`rlvr_sweep.verify.passes`). Exit 0: every pass ok; 1: a
     problem (listed under its pass); 2: bad input (no finished run under SWEEP_ROOT).
 
@@ -76,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m rlvr_sweep.verify", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("all", help="PASS 1-3 over a sweep; exit 1 on any problem")
+    p = sub.add_parser("all", help="PASS 1-4 over a sweep; exit 1 on any problem")
     p.add_argument("output_dir", help="a sweep root (e.g. outputs/runs) or one run folder's parent")
     p.add_argument("--tables", default=None, help="a folder written by `analysis tables --out`: rebuild and compare")
     p.add_argument("--margin-items", type=int, default=3,

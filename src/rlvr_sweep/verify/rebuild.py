@@ -24,6 +24,7 @@ from rlvr_sweep.analysis.report import TABLES, build_tables, parquet_safe, read_
 from rlvr_sweep.analysis.table1 import BASE_LABEL, build_table1
 from rlvr_sweep.analysis.table3 import build_table3
 from rlvr_sweep.analysis.table4 import build_table4
+from rlvr_sweep.analysis.table5b import build_table5b
 from rlvr_sweep.store import RUN_KEYS
 
 _TOTALS = {"tok.gen": "gen_tokens", "tok.pref": "prefill_tokens", "tok.pad_pref": "padded_prefill_tokens",
@@ -135,15 +136,16 @@ def _rebuild(sweep: Sweep, name: str, saved: pd.DataFrame):
                               None if r["seed_filter"] is None else tuple(int(s) for s in r["seed_filter"]))
                      for _, r in saved.drop_duplicates("row").iterrows()]
         return build_table2b(sweep, contrasts, int(saved["n_resamples"].iloc[0]), int(saved["boot_seed"].iloc[0]))
-    if name == "table4":
-        return build_table4(sweep, int(saved["n_resamples"].iloc[0]), int(saved["boot_seed"].iloc[0]))
+    if name in ("table4", "table5b"):  # rebuilt with the bootstrap the saved table was built with
+        build = build_table4 if name == "table4" else build_table5b
+        return build(sweep, int(saved["n_resamples"].iloc[0]), int(saved["boot_seed"].iloc[0]))
     return build_tables(sweep, only=[name])[name]
 
 
-def saved_problems(sweep: Sweep, tables_dir) -> tuple[int, list[str]]:
-    """Each table saved under `tables_dir` against its rebuild from the sweep's rows."""
+def saved_problems(sweep: Sweep, tables_dir, names=TABLES) -> tuple[int, list[str]]:
+    """Each table of `names` saved under `tables_dir` against its rebuild from the sweep's rows."""
     checked, problems = 0, []
-    for name in TABLES:
+    for name in names:
         saved = read_saved(tables_dir, name)
         if saved is None:
             continue

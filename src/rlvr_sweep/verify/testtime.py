@@ -19,13 +19,13 @@ import pandas as pd
 
 from rlvr_sweep.analysis import Sweep
 from rlvr_sweep.analysis.checkpoints import readouts_of
-from rlvr_sweep.analysis.report import TEST_TIME_TABLES, build_tables, read_saved
+from rlvr_sweep.analysis.report import TEST_TIME_TABLES
 from rlvr_sweep.analysis.table4 import build_table4
 from rlvr_sweep.analysis.table5a import build_table5a
 from rlvr_sweep.analysis.table5b import build_table5b
 from rlvr_sweep.reward import graders
 from rlvr_sweep.verify.margins import Loader, fork_margin_problems, probe_margin_problems
-from rlvr_sweep.verify.rebuild import _comparable, _tuples
+from rlvr_sweep.verify.rebuild import saved_problems
 from rlvr_sweep.verify.regrade import _check_grades, _memoised, format_disagreement, run_grader
 from rlvr_sweep.verify.testtime_rules import fork_problems, probe_problems, sampled_problems
 
@@ -124,29 +124,6 @@ def recount_problems(sweep: Sweep, n_resamples: int = 200) -> tuple[int, list[st
     return checked, problems
 
 
-def saved_problems(sweep: Sweep, tables_dir) -> tuple[int, list[str]]:
-    """Tables 5A / 5B saved by `analysis tables --out DIR` against their rebuilds."""
-    checked, problems = 0, []
-    for name in TEST_TIME_TABLES:
-        saved = read_saved(tables_dir, name)
-        if saved is None:
-            continue
-        checked += 1
-        if name == "table5b":
-            rebuilt = build_table5b(sweep, int(saved["n_resamples"].iloc[0]), int(saved["boot_seed"].iloc[0]))
-        else:
-            rebuilt = build_tables(sweep, only=[name])[name]
-        if rebuilt.why:
-            problems.append(f"{name}: saved, but it no longer rebuilds ({rebuilt.why})")
-            continue
-        try:
-            pd.testing.assert_frame_equal(_tuples(saved), _comparable(rebuilt.frame), check_exact=False, rtol=1e-9,
-                                          check_dtype=False)
-        except AssertionError as err:
-            problems.append(f"{name}: the saved table differs from its rebuild: {str(err).splitlines()[0:3]}")
-    return checked, problems
-
-
 def run_pass4(sweep: Sweep, tables_dir=None, margin_items: int = 3, device: str = "cpu",
               cache: dict | None = None) -> tuple[str, list[str]]:
     """(summary, problems) of PASS 4 over a loaded sweep."""
@@ -170,7 +147,7 @@ def run_pass4(sweep: Sweep, tables_dir=None, margin_items: int = 3, device: str 
     if notes:
         summary += f"; not checked: {'; '.join(notes)}"
     if tables_dir is not None:
-        n, more = saved_problems(sweep, tables_dir)
+        n, more = saved_problems(sweep, tables_dir, TEST_TIME_TABLES)
         problems += more
         summary += f"; {n} saved tables (5A/5B) rebuilt"
     return summary, problems
