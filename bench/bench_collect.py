@@ -21,13 +21,15 @@ def fake_run(root: Path, i: int, n_steps: int) -> None:
     arm, seed = f"arm{i % 19}", i
     run_dir = root / "smoke" / arm / f"h512_s{seed}_{i:08x}"
     run_dir.mkdir(parents=True)
-    keys = {"arm": arm, "horizon": 512, "seed": seed, "config_hash": f"{i:08x}"}
+    keys = {"arm": arm, "horizon": 512, "seed": seed, "config_hash": f"{i:08x}", "paper_arm": "",
+            "rollout_cap": 64, "readout_cap": 256}
     steps = [{"step": s, "question_id": f"q{s}", "rewards": [1.0, 0.0] * 4, "mean_reward": 0.5, "active": True,
               "std": 0.53, "action": "backward_step", "grad_norm": 1.0, "gen_tokens": 400, "prefill_tokens": 80,
               "padded_prefill_tokens": 80, "untrimmed_steps": 400, "bwd_out_tokens": 400, "bwd_full_tokens": 480,
               "seconds": 0.1} for s in range(n_steps)]
     rollouts = [{"step": s, "index": j, "k": j // 2, "b": j % 2, "question_id": f"q{s}", "gold": "7", "prefix_len": 0,
-                 "length": 50, "reward": 1.0, "correct": 1.0, "finished": True, "capped": False, "text": "x" * 120}
+                 "length": 50, "reward": 1.0, "correct": 1.0, "finished": True, "capped": False, "text": "x" * 120,
+                 "first_box_token": 40, "audit_prefix_text": None}
                 for s in range(n_steps) for j in range(8)]
     pairs = [{"step": s, "k": k, "category": "flat", "tau": 0, "pl0": 0, "pl1": 0, "l0": 50, "l1": 50, "r0": 1.0,
               "r1": 0.0, "stage1_leaf_tokens": 100, "stage2_generated": 0} for s in range(n_steps) for k in range(4)]
@@ -38,7 +40,7 @@ def fake_run(root: Path, i: int, n_steps: int) -> None:
     for name, rows in (("steps", steps), ("rollouts", rollouts), ("pairs", pairs), ("grades", grades)):
         results.write_table(run_dir, name, rows, keys)
     (run_dir / results.RUN_JSON).write_text(json.dumps({**keys, "status": "finished", "run_dir": str(run_dir)}))
-    results.mark_done(run_dir)
+    results.finish(run_dir)  # manifest + DONE, as a finished run
 
 
 def main() -> None:
