@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+from transformers.utils import logging as hf_logging
 
 from rlvr_sweep import store
 from rlvr_sweep.config import DataConfig, ModelConfig
@@ -149,6 +150,7 @@ def _fingerprint(model: str) -> str | None:
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+    hf_logging.disable_progress_bar()  # the probe reports its own progress
     try:
         return _probe(args)
     except (FileNotFoundError, ValueError, DataError, ModelLoadError) as err:
