@@ -4,6 +4,11 @@ Tests that need something outside the repository (a SLURM controller, the benchm
 real Qwen3 tokenizer) skip with a reason that says how to provide it, unless the environment
 variable RLVR_SWEEP_REQUIRE_<WHAT> is set (SLURM, DATA, TOKENIZER): then they fail instead.
 `.ci/run` sets them, so CI can never skip those tests silently.
+
+Two tiers. `python -m pytest -q` runs the fast tier: every test not marked `slow`. The slow tier is
+what starts real processes or real sweeps (the command line in a subprocess, SLURM jobs, kills and
+resumes, notebooks, the benchmarks' scripts, the shared sweeps of `tests/sweeps.py`, whose users are
+marked here): `python -m pytest -q -m slow` runs it alone, `python -m pytest -q --all` runs both.
 """
 
 from __future__ import annotations
@@ -18,6 +23,31 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("RLVR_SWEEP_TEST_DATA", REPO.parent / "shared" / "data"))
 QWEN3_TOKENIZER = REPO.parent / "shared" / "tokenizers" / "qwen3"
 CONF_DIR = REPO / "conf"
+
+pytest_plugins = ("tests.sweeps",)  # the shared sweeps: one definition, built once per session
+
+
+def pytest_addoption(parser):
+    parser.addoption("--all", action="store_true", help="run the slow tier too (default: the fast tier only)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: starts real processes or sweeps; left out unless -m slow or --all")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the users of the shared sweeps slow; keep only the fast tier unless `--all` or `-m` is given."""
+    from tests.sweeps import SWEEP_FIXTURES
+
+    for item in items:
+        if any(name in SWEEP_FIXTURES for name in getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+    if config.getoption("--all") or config.getoption("markexpr"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
 
 
 def unavailable(what: str, why: str) -> None:

@@ -26,6 +26,7 @@ def wheel(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_configs_model_and_console_command(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "rlvr_sweep/conf/config.yaml" in names and "rlvr_sweep/conf/arm/stopped_tree.yaml" in names
@@ -35,6 +36,7 @@ def test_the_wheel_carries_configs_model_and_console_command(wheel):
     assert "rlvr-sweep = rlvr_sweep.sweep.cli:main" in entry_points
 
 
+@pytest.mark.slow
 def test_an_installed_copy_runs_from_anywhere(wheel, tmp_path):
     """Unpacked (as pip installs it) outside the repository, the package composes and runs a smoke run
     from a folder that has no conf/ of its own."""

@@ -13,6 +13,8 @@ from nbclient import NotebookClient
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.slow  # real sweeps and the command line in subprocesses
+
 NOTEBOOKS = REPO / "notebooks"
 
 

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
 
 
@@ -25,6 +27,7 @@ def test_collect_bench_collates_the_runs_it_wrote(tmp_path):
     assert "runs=3 steps=6 rollouts=48 pairs=24 grades=1200 skipped=0" in out
 
 
+@pytest.mark.slow
 def test_generation_bench_compares_with_model_generate(tmp_path):
     out = bench("bench_generation.py", "--model", str(REPO / "src/rlvr_sweep/policy/assets/tiny_qwen3"),
                 "--repeats", "1", "--max-new-tokens", "8", tmp_path=tmp_path)
@@ -32,6 +35,7 @@ def test_generation_bench_compares_with_model_generate(tmp_path):
     assert float(figures["ours_tokens_per_s"]) > 0 and float(figures["hf_tokens_per_s"]) > 0 and "ratio" in figures
 
 
+@pytest.mark.slow
 def test_grader_load_bench_keeps_every_call_near_the_limit(tmp_path):
     out = bench("bench_grader_load.py", "--threads", "2", "--calls", "3", "--limit", "1", tmp_path=tmp_path)
     assert "6 calls from 2 threads, limit 1.0 s" in out and "pool counters" in out

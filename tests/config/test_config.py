@@ -123,6 +123,7 @@ def test_bookkeeping_settings_do_not_change_the_run_identity():
         assert config_hash(compose_cfg([*SMOKE, changed])) != config_hash(base), changed
 
 
+@pytest.mark.slow
 def test_a_bad_setting_stops_a_single_run_with_one_line_before_writing(tmp_path):
     proc = run_cli([*SMOKE, "train.grad_clip=-1", "run.out_root=runs"], cwd=tmp_path)
     assert proc.returncode == 2
@@ -130,12 +131,14 @@ def test_a_bad_setting_stops_a_single_run_with_one_line_before_writing(tmp_path)
     assert "Traceback" not in proc.stderr and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_a_sweep_with_a_bad_setting_is_not_launched(tmp_path):
     proc = run_cli([*SMOKE, "train.grad_clip=-1", "run.out_root=runs", "-m", "seed=1,2"], cwd=tmp_path)
     assert proc.returncode == 2 and "Sweep not launched: job 1 of 2" in proc.stderr
     assert "train.grad_clip=-1.0: must be > 0" in proc.stderr and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_data_is_checked_before_the_model_loads(tmp_path):
     """A missing data folder is reported (one line) even though the model folder is missing too."""
     proc = run_cli(["+arm=ra_flat", "profile=smoke", "eval.benchmarks=[math500]", f"data.root={tmp_path}/nowhere",

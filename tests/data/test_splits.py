@@ -133,6 +133,7 @@ def test_other_seed_changes_val210(sources, rows):
     assert "source_row" not in train[0]
 
 
+@pytest.mark.slow
 def test_refuses_to_overwrite_different_files(built, tmp_path, capsys):
     assert _build_cli(tmp_path, 0) == 0
     assert _build_cli(tmp_path, 0) == 0  # identical content: fine

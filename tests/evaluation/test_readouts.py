@@ -38,6 +38,7 @@ SETTINGS = ReadoutSettings(max_new_tokens=64, batch_size=4, seed=42, margin_toke
                            min_continuation=8, continuation_batch_size=8)
 
 
+@pytest.mark.slow
 def test_sampled_rows_and_seeding(policy, rows):
     out = evaluate_sampled(policy, rows, benchmark="toy_heldout", phase="trained", settings=SETTINGS)
     frame = pd.DataFrame(out)

@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from tests.evaluation.testtime_sweep import cli, smoke_sweep, testtime_sweep  # noqa: F401  (fixtures)
+from tests.sweeps import cli
 
 
 def grades_of(root, pattern: str) -> pd.DataFrame:

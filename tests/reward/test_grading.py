@@ -295,6 +295,7 @@ def test_dead_worker_is_replaced():
     assert grade("0.5", "1/2") is True  # another child answers at once
 
 
+@pytest.mark.slow
 def test_every_call_is_bounded_by_its_own_limit_under_concurrent_hostile_load():
     """8 threads of hostile and ordinary answers against a pool of fewer workers: every call returns
     within its limit plus the margin, counted from the moment it was called, including calls that
@@ -354,6 +355,7 @@ def test_concurrent_threads_get_their_own_answers():
     assert results == [e for _, _, e in cases]
 
 
+@pytest.mark.slow
 def test_works_inside_a_daemonic_pool_worker():
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         fast_grade = functools.partial(grade, timeout_s=FAST_TIMEOUT_S)

@@ -4,6 +4,7 @@ they produce exactly what the reference engine and the paper's fixed batches pro
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from rlvr_sweep import store
 from rlvr_sweep.run import run
@@ -17,6 +18,7 @@ def tables(run_dir) -> dict[str, pd.DataFrame]:
             for name in ("steps", "rollouts", "pairs", "grades")}
 
 
+@pytest.mark.slow
 def test_the_static_engine_trains_the_reference_ledger(tmp_path):
     args = ["+arm=stopped_tree", "profile=smoke", "train.steps=8", "sampler.bifurcate_after_active=0", "eval.limit=24"]
     reference = run(compose_cfg([*args, f"run.out_root={tmp_path}/ref"]))
@@ -26,6 +28,7 @@ def test_the_static_engine_trains_the_reference_ledger(tmp_path):
         pd.testing.assert_frame_equal(frame, tables(fast["run_dir"])[name], check_exact=True, obj=name)
 
 
+@pytest.mark.slow
 def test_read_out_schedules_give_the_same_grades(tmp_path):
     tiny = "pkg:rlvr_sweep.policy/assets/tiny_qwen3"
     runs = {schedule: run(compose_cfg(["task=evaluate", "profile=smoke", f"model.path={tiny}", "eval.limit=48",

@@ -18,6 +18,7 @@ def smoke_cfg(tmp_path, *extra):
     return compose_cfg(["+arm=ra_flat", *SMOKE_2_STEPS, f"run.out_root={tmp_path}/runs", *extra])
 
 
+@pytest.mark.slow
 def test_cli_smoke_run_writes_all_result_files_and_skips_when_finished(tmp_path):
     proc = run_cli(["+arm=ra_flat", *SMOKE_2_STEPS, "run.out_root=runs"], cwd=tmp_path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
@@ -44,6 +45,7 @@ def test_cli_smoke_run_writes_all_result_files_and_skips_when_finished(tmp_path)
     assert (run_dir / "run.json").stat().st_mtime == mtime
 
 
+@pytest.mark.slow
 def test_step_accounting_follows_the_optimizer_step_choice(tmp_path):
     for step_kind in ("full_backward", "skip", "zero_grad"):
         cfg = smoke_cfg(tmp_path, f"optimizer_step={step_kind}", "eval=none", "train.steps=4")

@@ -29,6 +29,7 @@ def logged_run(tmp_path_factory):
     return info
 
 
+@pytest.mark.slow
 def test_csv_logs_every_step_and_phase(logged_run):
     with open(os.path.join(logged_run["run_dir"], "logs", "metrics.csv"), newline="") as f:
         rows = list(csv.DictReader(f))
@@ -73,6 +74,7 @@ def test_run_log_and_the_kept_model(logged_run):
     assert "model/model.safetensors" in manifest and not any(name.startswith("logs/") for name in manifest)
 
 
+@pytest.mark.slow
 def test_evaluate_task_reads_a_kept_model_out_with_the_accuracy_it_had(logged_run, tmp_path):
     """`task=evaluate model.path=<run>/model`: same benchmark, same accuracy as the trained read-out, in its
     own run folder whose identity includes the checkpoint's digest."""
@@ -91,6 +93,7 @@ def test_evaluate_task_reads_a_kept_model_out_with_the_accuracy_it_had(logged_ru
     assert run_problems(run_json.parent) == []  # an evaluate run trains nothing: no ledgers expected
 
 
+@pytest.mark.slow
 def test_a_resumed_run_logs_each_step_once(tmp_path):
     base = [*SMOKE, "train.steps=12", "train.checkpoint_every=5", "eval=none", "logger=[csv,tensorboard]",
             f"run.out_root={tmp_path}"]
@@ -130,6 +133,7 @@ def cli_output(cwd, args, terminal: bool) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_progress_is_a_bar_in_a_terminal_and_plain_lines_elsewhere(tmp_path):
     args = [*SMOKE, "train.steps=6", "eval.limit=16", "run.out_root=runs"]
     in_terminal = cli_output(tmp_path / "a", args, terminal=True)

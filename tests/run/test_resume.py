@@ -32,6 +32,7 @@ def assert_same_ledger(a, b):
 ARGS = ["profile=smoke", "train.steps=30", "train.checkpoint_every=10", "train.write_every=5", "eval.limit=16"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arm", ["ra_flat", "stopped_tree"])
 def test_crashed_run_resumes_to_the_uninterrupted_ledger(tmp_path, arm):
     reference = run(compose_cfg([f"+arm={arm}", *ARGS, f"run.out_root={tmp_path}/a"]))
@@ -47,6 +48,7 @@ def test_crashed_run_resumes_to_the_uninterrupted_ledger(tmp_path, arm):
     assert resumed["accuracy"] == reference["accuracy"]
 
 
+@pytest.mark.slow
 def test_kill_9_then_same_command_resumes(tmp_path):
     """A real SIGKILL of the entrypoint mid-run; the same command line then finishes the run."""
     args = ["+arm=ra_flat", "profile=smoke", "train.steps=30", "train.checkpoint_every=5", "eval=none",

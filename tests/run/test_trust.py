@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
-import time
+import threading
 
 import pytest
 
@@ -26,24 +27,57 @@ def cli(tmp_path, *extra):
     return [sys.executable, "-m", "rlvr_sweep", *SMOKE, "run.out_root=runs", *extra], env
 
 
+class Lines:
+    """A process's output, read in a thread, so a test can wait for a line (an event, not a sleep)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc, self.lines, self.seen = proc, [], threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            with self.seen:
+                self.lines.append(line)
+                self.seen.notify_all()
+        with self.seen:
+            self.lines.append(None)  # end of output
+            self.seen.notify_all()
+
+    def wait_for(self, text: str, timeout: float = 300) -> bool:
+        with self.seen:
+            return self.seen.wait_for(lambda: any(line is None or text in line for line in self.lines), timeout) and \
+                any(line is not None and text in line for line in self.lines)
+
+    def text(self) -> str:
+        self.proc.wait(timeout=600)
+        self.wait_for("\0", timeout=60)
+        return "".join(line for line in self.lines if line)
+
+
+@pytest.mark.slow
 def test_the_same_command_twice_runs_once(tmp_path):
     """A second launch while the first runs writes nothing and says who holds the run; a third that
-    waits for the lock finds the run finished and skips it; the finished folder is never moved."""
-    cmd, env = cli(tmp_path, "train.steps=40", "train.write_every=1")
+    waits for the lock finds the run finished and skips it; the finished folder is never moved.
+    The first launch is stopped (SIGSTOP) while it holds the lock, so no verdict depends on speed."""
+    cmd, env = cli(tmp_path, "train.steps=4", "train.write_every=1")
     first = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    run_dir = store.run_dir_for(compose_cfg([*SMOKE, "train.steps=40", f"run.out_root={tmp_path}/runs"]))
-    deadline = time.monotonic() + 120
-    while not (run_dir / "steps.parquet").exists() and time.monotonic() < deadline:  # it holds the lock by now
-        time.sleep(0.1)
-    assert (run_dir / "steps.parquet").exists(), "the first launch never started training"
-    second = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    waiter = subprocess.Popen([*cmd, "run.wait_for_lock=true"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    assert first.wait(timeout=600) == 0, first.stdout.read()[-3000:]
-    waited = waiter.communicate(timeout=120)[0]
-    assert second.returncode == 3
+    first_out = Lines(first)
+    try:
+        assert first_out.wait_for("run ra_flat ->"), first_out.text()[-3000:]  # logged once it holds the lock
+        os.kill(first.pid, signal.SIGSTOP)
+        second = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        waiter = subprocess.Popen([*cmd, "run.wait_for_lock=true"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        waiter_out = Lines(waiter)
+        assert waiter_out.wait_for("waiting for"), waiter_out.text()[-3000:]
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    assert first.wait(timeout=600) == 0, first_out.text()[-3000:]
+    waited = waiter_out.text()
+    assert second.returncode == 3, second.stdout + second.stderr
     assert f"is being run by pid {first.pid} on host" in second.stderr and "writes nothing" in second.stderr
     assert waiter.returncode == 0 and "skipping finished run" in waited
+    run_dir = store.run_dir_for(compose_cfg([*SMOKE, "train.steps=4", f"run.out_root={tmp_path}/runs"]))
     assert [p.name for p in run_dir.parent.iterdir() if not p.name.startswith(".")] == [run_dir.name]
     assert store.is_finished(run_dir) and store.verify_manifest(run_dir) == []
     # each launch logged into its own Hydra output folder (pid in the name), none shared
@@ -99,6 +133,7 @@ def test_an_unreadable_checkpoint_is_named_and_stops_the_run_when_asked(tmp_path
     assert (run_dir / checkpoint.CHECKPOINT).read_bytes() == payload  # untouched
 
 
+@pytest.mark.slow
 def test_a_relaunch_with_other_bookkeeping_resumes_and_removes_temporary_files(tmp_path):
     base = [*SMOKE, "train.steps=12", "train.checkpoint_every=5", f"run.out_root={tmp_path}"]
     run_killed_at(compose_cfg(base), step=7)

@@ -99,6 +99,7 @@ def test_two_folders_with_the_same_run_are_refused_naming_both(tmp_path, finishe
     assert str(root / "smoke/ra_flat/a") in str(err.value) and str(root / "smoke/ra_flat/b") in str(err.value)
 
 
+@pytest.mark.slow
 def test_collect_command_exits_non_zero_when_it_skipped_a_run(tmp_path, finished_run):
     root = sweep_of(tmp_path, finished_run, "good", "unfinished")
     info = json.loads((root / "smoke/ra_flat/unfinished/run.json").read_text())

@@ -55,6 +55,7 @@ def test_paper_profile_is_the_real_recipe():
     assert (cfg.estimator.std, cfg.estimator.eps) == ("unbiased", 1e-4)
 
 
+@pytest.mark.slow
 def test_design_card_line_verbatim_is_accepted(tmp_path):
     """`+arm=ra_flat horizon=1024 -m seed=42,101,7` (paper profile): the line parses into three jobs;
     with no weights on this machine the preflight stops the sweep before launching any of them,
@@ -69,6 +70,7 @@ def test_design_card_line_verbatim_is_accepted(tmp_path):
     assert not (tmp_path / "outputs" / "runs").exists()
 
 
+@pytest.mark.slow
 def test_sweep_preflight_names_conflicting_settings_before_launch(tmp_path):
     proc = run_cli(["profile=smoke", "estimator=tree_mean", "-m", "seed=1,2"], cwd=tmp_path)
     out = proc.stdout + proc.stderr
@@ -76,6 +78,7 @@ def test_sweep_preflight_names_conflicting_settings_before_launch(tmp_path):
     assert "estimator.name='tree_mean'" in out and "sampler.name='flat'" in out
 
 
+@pytest.mark.slow
 def test_sweep_preflight_names_a_missing_data_file_before_launch(tmp_path):
     proc = run_cli(["profile=smoke", "eval.benchmarks=[math500]", f"data.root={tmp_path}/nowhere", "-m", "seed=1,2"],
                    cwd=tmp_path)
@@ -84,6 +87,7 @@ def test_sweep_preflight_names_a_missing_data_file_before_launch(tmp_path):
     assert "job 1 of 2" in out and "math500.jsonl" in out and "data.root" in out
 
 
+@pytest.mark.slow
 def test_sweep_with_a_failed_run_goes_on_and_exits_non_zero(tmp_path):
     """Both runs die when they load the model (a folder with a config but no weights passes the
     preflight's check of where the model is); the second still runs after the first failed, each
@@ -120,6 +124,7 @@ PAPER_ARMS = {  # (arm, horizon) -> the paper arm it reproduces (Table 1, Table 
 }
 
 
+@pytest.mark.slow
 def test_every_paper_arm_has_its_own_name():
     for (arm, horizon), label in PAPER_ARMS.items():
         assert paper_arm(compose_cfg([f"+arm={arm}", f"horizon={horizon}"])) == label, (arm, horizon)
@@ -130,6 +135,7 @@ def test_every_paper_arm_has_its_own_name():
     assert (root_restart.estimator.beta, arm8.estimator.beta) == (0.0, 0.25)
 
 
+@pytest.mark.slow
 def test_paper_grid_files_name_arms_1_to_13_and_read_arm13_out_at_batch_64():
     seen = {}
     for path in sorted((CONF_DIR / "sweep" / "paper_arms").glob("*.yaml")):

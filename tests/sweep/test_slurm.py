@@ -9,6 +9,7 @@ controller answers `sinfo` they skip, saying how to start one; with RLVR_SWEEP_R
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -31,9 +32,9 @@ from tests.helpers import compose_cfg
 
 # Our launcher presets carry the plugin's names, so Hydra merges the plugin's dataclass into them
 # as their schema and says that this matching is deprecated (see launchers/README.md).
-pytestmark = pytest.mark.filterwarnings(
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings(
     r"ignore:\s*'hydra/launcher/submitit_(slurm|local)' is validated against ConfigStore schema:UserWarning"
-)
+)]
 
 PARTITION = "debug"
 SLURM_CONF = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
@@ -74,20 +75,29 @@ def slurm(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
     return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout)
 
 
-def require_controller() -> str:
-    """The node of the local cluster's `debug` partition. Without a usable controller the test skips,
-    saying how to start one, or fails with the daemons' logs when RLVR_SWEEP_REQUIRE_SLURM=1."""
-    hint = "start one with: launchers/slurm/start_local_cluster.sh (as root; see launchers/README.md)"
+@functools.lru_cache(maxsize=None)
+def controller_state() -> tuple[str | None, str]:
+    """(usable node of the `debug` partition, None) or (None, why not), asked once per session: a
+    controller that is down makes `sinfo` wait for its own timeouts, so it is asked with a short one."""
     try:
-        proc = slurm("sinfo", "-h", "-N", "-p", PARTITION, "-o", "%N %T")
+        proc = slurm("sinfo", "-h", "-N", "-p", PARTITION, "-o", "%N %T", timeout=5)
     except (OSError, subprocess.SubprocessError) as err:
-        unavailable("SLURM", f"no SLURM controller here (cannot run sinfo: {err!r}); {hint}\n{daemon_logs()}")
+        return None, f"no SLURM controller here (cannot run sinfo: {err!r})"
     nodes = [line.split() for line in proc.stdout.splitlines() if line.strip()]
     usable = [name for name, state in nodes if re.match(r"(idle|mixed|allocated|completing)", state)]
     if proc.returncode != 0 or not usable:
-        unavailable("SLURM", f"the SLURM controller is not usable: sinfo exit {proc.returncode}, nodes {nodes}, "
-                             f"{proc.stderr.strip()}; {hint}\n{daemon_logs()}")
-    return usable[0]
+        return None, f"the SLURM controller is not usable: sinfo exit {proc.returncode}, nodes {nodes}, {proc.stderr.strip()}"
+    return usable[0], ""
+
+
+def require_controller() -> str:
+    """The node of the local cluster's `debug` partition. Without a usable controller the test skips,
+    saying how to start one, or fails with the daemons' logs when RLVR_SWEEP_REQUIRE_SLURM=1."""
+    node, why = controller_state()
+    if node is None:
+        hint = "start one with: launchers/slurm/start_local_cluster.sh (as root; see launchers/README.md)"
+        unavailable("SLURM", f"{why}; {hint}\n{daemon_logs()}")
+    return node
 
 
 def launch_cmd(tmp: Path, overrides: list[str]) -> list[str]:

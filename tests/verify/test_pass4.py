@@ -9,7 +9,7 @@ from rlvr_sweep.analysis.checkpoints import readouts_of
 from rlvr_sweep.verify.margins import Loader, fork_margin_problems, probe_margin_problems
 from rlvr_sweep.verify import testtime
 from rlvr_sweep.verify.testtime import recount_problems, regrade_problems, run_pass4, structure_problems
-from tests.evaluation.testtime_sweep import cli, smoke_sweep, testtime_sweep  # noqa: F401  (fixtures)
+from tests.sweeps import cli
 
 
 @pytest.fixture(scope="module")

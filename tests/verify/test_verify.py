@@ -137,6 +137,7 @@ def test_regrade_checks_the_gated_reward_and_needs_gold(tmp_path):
     assert len(ungated["disagreements"]) == 1  # row 1: reward 0.0 stored, no gate -> 1.0
 
 
+@pytest.mark.slow
 @needs_math_verify
 def test_regrade_uses_the_runs_grader(tmp_path):
     # the baseline cannot parse `\frac12`; math-verify can: (item_id, response, gold, extracted, correct)
@@ -165,6 +166,7 @@ def test_regrade_bad_input(tmp_path, sweep):
         verify.regrade(sweep, finished_only=False)
 
 
+@pytest.mark.slow
 def test_regrade_cli_exit_codes(sweep, tmp_path):
     wrong = cli("regrade", sweep)
     assert wrong.returncode == 1, wrong.stderr

@@ -8,8 +8,11 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 
 from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow  # real sweeps and the command line in subprocesses
 
 
 def cli(module: str, *args: str) -> subprocess.CompletedProcess:

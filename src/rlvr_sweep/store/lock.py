@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import socket
 import time
 from contextlib import contextmanager
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 class RunBusyError(RuntimeError):
@@ -49,10 +52,13 @@ def run_lock(run_dir: Path, wait: bool = False):
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RunBusyError(f"{run_dir} is being run by {holder(run_dir)}; this process writes nothing "
-                               "(rerun with run.wait_for_lock=true to wait for it)") from None
+            if not wait:
+                raise RunBusyError(f"{run_dir} is being run by {holder(run_dir)}; this process writes nothing "
+                                   "(rerun with run.wait_for_lock=true to wait for it)") from None
+            log.info("waiting for %s, which is being run by %s", run_dir, holder(run_dir))
+            fcntl.flock(fd, fcntl.LOCK_EX)
         me = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, me, 0)

@@ -1,5 +1,10 @@
-"""A smoke sweep with every test-time mode, built once per session on a copy of the analysis smoke sweep
-(2 arms x seeds 42 / 101, 4 steps, 16 read-out items, saved models), with the README's commands:
+"""The real sweeps the slow tier shares, each built once per test session (a pytest plugin that the
+root conftest loads, so every module that asks for one gets the same fixture, not a copy).
+
+`smoke_sweep`: the README's sweep command, small: 2 arms (flat baseline, stopped tree) x 2 seeds at the
+1,024-token horizon (128 smoke tokens, so the 512-token prefix audit has long rollouts), 4 steps, 16
+read-out items. `testtime_sweep`: a copy of it with every test-time mode, built with the README's
+commands:
 
 - `task=evaluate eval=sampled_k3` of stopped_tree seed 42's model (Table 4, single-seed row);
 - `task=evaluate eval=fork3` of stopped_tree seed 101's model, and a greedy read-out of it at batch 64
@@ -7,6 +12,9 @@
 - training runs read out with `eval=sampled_k3` (ra_flat) and `eval=fork3` (gate_flat), base and trained;
 - a prefix-splice probe into stopped_tree seed 42 from a donor that is the shipped tiny model with seeded
   weight noise (a `save_pretrained` folder: it answers some items the recipient misses).
+
+A test that asks for either (directly or through another fixture) belongs to the slow tier
+(`tests/conftest.py`).
 """
 
 from __future__ import annotations
@@ -20,10 +28,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.analysis.conftest import smoke_sweep  # noqa: F401  (the shared smoke sweep)
 from tests.conftest import REPO
 from tests.helpers import run_cli
 
+SWEEP_ARGS = ["+arm=baseline,stopped_tree", "horizon=1024", "profile=smoke", "train.steps=4", "eval.limit=16",
+              "sampler.bifurcate_after_active=1"]  # one flat warmup step, then trees
+SEEDS = "seed=42,101"
+RUNS = 4
+SWEEP_FIXTURES = ("smoke_sweep", "testtime_sweep")  # the slow tier's shared sweeps
 TINY = "pkg:rlvr_sweep.policy/assets/tiny_qwen3"
 
 
@@ -36,6 +48,17 @@ def cli(module: str, *args: str, cwd=None) -> subprocess.CompletedProcess:
 
 def run_of(root: Path, arm: str, seed: int) -> Path:
     return next(root.glob(f"smoke/{arm}/h*_s{seed}_*"))
+
+
+@pytest.fixture(scope="session")
+def smoke_sweep(tmp_path_factory) -> Path:
+    """The sweep root (…/runs), built with the README's sweep command."""
+    base = tmp_path_factory.mktemp("analysis_smoke_sweep")
+    root = base / "runs"
+    proc = run_cli([*SWEEP_ARGS, f"run.out_root={root}", "-m", SEEDS], cwd=base, timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert len(list(root.glob("*/*/*/DONE"))) == RUNS
+    return root
 
 
 def noisy_donor(folder: Path, scale: float = 0.05, seed: int = 1) -> Path:
@@ -54,12 +77,9 @@ def noisy_donor(folder: Path, scale: float = 0.05, seed: int = 1) -> Path:
 
 
 @pytest.fixture(scope="session")
-def testtime_sweep(smoke_sweep, tmp_path_factory) -> Path:  # noqa: F811
-    base = tmp_path_factory.getbasetemp() / "testtime_sweep"
+def testtime_sweep(smoke_sweep, tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("testtime_sweep")
     root = base / "runs"
-    if (root / "smoke" / "probes" / "noisy_to_s42" / "DONE").is_file():
-        return root
-    shutil.rmtree(base, ignore_errors=True)
     shutil.copytree(smoke_sweep, root)
     s42, s101 = run_of(root, "stopped_tree", 42), run_of(root, "stopped_tree", 101)
     common = ["profile=smoke", f"run.out_root={root}"]
