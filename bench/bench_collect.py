@@ -21,7 +21,7 @@ def fake_run(root: Path, i: int, n_steps: int) -> None:
     arm, seed = f"arm{i % 19}", i
     run_dir = root / "smoke" / arm / f"h512_s{seed}_{i:08x}"
     run_dir.mkdir(parents=True)
-    keys = {"arm": arm, "horizon": 512, "seed": seed, "config_hash": f"{i:08x}", "paper_arm": "",
+    keys = {"arm": arm, "horizon": 512, "seed": seed, "run_hash": f"{i:08x}", "paper_arm": "",
             "rollout_cap": 64, "readout_cap": 256}
     steps = [{"step": s, "question_id": f"q{s}", "rewards": [1.0, 0.0] * 4, "mean_reward": 0.5, "active": True,
               "std": 0.53, "action": "backward_step", "grad_norm": 1.0, "gen_tokens": 400, "prefill_tokens": 80,

@@ -20,6 +20,30 @@ def compose_cfg(overrides: list[str]) -> Config:
         return build_config(compose("config", overrides=normalize_overrides(overrides)))
 
 
+def run_dir_of(cfg: Config) -> Path:
+    """The folder the run of `cfg` lives in (its identity: settings, data rows, model files)."""
+    from rlvr_sweep.run import plan
+
+    return plan(cfg).run_dir
+
+
+def run_hash_of(cfg: Config) -> str:
+    from rlvr_sweep.run import plan
+
+    return plan(cfg).identity.run
+
+
+def same_inputs_identity(cfg: Config) -> str:
+    """The identity `cfg` would have on one fixed set of inputs (data rows, model files): equal for two
+    configs exactly when their settings define the same experiment, whether or not the data and
+    weights are on this machine (the paper profile's are not)."""
+    from rlvr_sweep.store import identify
+
+    inputs = {"train": {"sha256": "t"}, "model": {"sha256": "m"},
+              **{f"benchmark/{b}": {"sha256": b} for b in cfg.eval.benchmarks}}
+    return identify(cfg, inputs).run
+
+
 def run_cli(args: list[str], cwd: Path, env_extra: dict | None = None, timeout: int = 600):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env_extra or {})}
     env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")

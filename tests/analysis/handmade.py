@@ -56,7 +56,7 @@ UNITS = {  # arm -> (paper arm, grades, steps, optimizer step, gate chars, audit
 
 
 def _keys(arm: str, seed: int) -> dict:
-    return {"arm": arm, "horizon": 512, "seed": seed, "config_hash": f"{arm[:4]}{seed:04d}",
+    return {"arm": arm, "horizon": 512, "seed": seed, "run_hash": f"{arm[:4]}{seed:04d}",
             "paper_arm": UNITS[arm][0]}
 
 

@@ -11,7 +11,7 @@ KEYS = {"arm": "rg_cf_grpo", "horizon": 1024, "paper_arm": "15"}
 
 
 def pair(seed, step, k, r0, r1, category="cf_first_gap"):
-    return {**KEYS, "seed": seed, "config_hash": f"h{seed}", "step": step, "k": k, "category": category,
+    return {**KEYS, "seed": seed, "run_hash": f"h{seed}", "step": step, "k": k, "category": category,
             "r0": max(r0, r1) if category != "flat_warmup" else r0, "r1": r1, "r0_raw": r0, "r1_raw": r1}
 
 
@@ -23,16 +23,16 @@ def sweep() -> Sweep:
     pairs += [pair(42, 2, k, 1, 1) for k in range(3)] + [pair(42, 2, 3, 1, 0)]
     pairs += [pair(7, 1, 0, 1, 0), pair(7, 1, 1, 0, 0), pair(7, 1, 2, 1, 1), pair(7, 1, 3, 0, 0)]
     pairs += [pair(7, 2, k, 0, 0) for k in range(4)]
-    steps = [{**KEYS, "seed": s, "config_hash": f"h{s}", "step": st, "active": act, "cf_status": status}
+    steps = [{**KEYS, "seed": s, "run_hash": f"h{s}", "step": st, "active": act, "cf_status": status}
              for s, st, act, status in [(42, 0, True, None), (42, 1, True, "active"), (42, 2, False, "gated_rescue_dup"),
                                         (7, 1, True, "active"), (7, 2, False, "homogeneous")]]
-    grades = [{**KEYS, "seed": s, "config_hash": f"h{s}", "phase": "trained", "benchmark": b, "source": b,
+    grades = [{**KEYS, "seed": s, "run_hash": f"h{s}", "phase": "trained", "benchmark": b, "source": b,
                "item_id": f"{b}{i}", "index": i, "length": 20, "capped": False, "capped_unboxed": False,
                "extracted": "1" if ok else "2", "correct": bool(ok)}
               for s, per_bench in [(42, {"math500": [1, 1, 0, 0], "ext240": [1, 0]}),
                                    (7, {"math500": [1, 0, 0, 0], "ext240": [1, 1]})]
               for b, outcomes in per_bench.items() for i, ok in enumerate(outcomes)]
-    runs = pd.DataFrame([{**KEYS, "seed": s, "config_hash": f"h{s}", "profile": "smoke", "finished_at": float(i),
+    runs = pd.DataFrame([{**KEYS, "seed": s, "run_hash": f"h{s}", "profile": "smoke", "finished_at": float(i),
                           "run_dir": "", "eval_max_new_tokens": 256, "length_scale": 0.125, "params": 1000}
                          for i, s in enumerate((42, 7))])
     return Sweep.from_tables({"runs": runs, "steps": pd.DataFrame(steps), "pairs": pd.DataFrame(pairs),

@@ -142,7 +142,7 @@ def test_prefix_audit(tables):
 
 
 def test_missing_tables_say_why():
-    empty = Sweep.from_tables({"runs": pd.DataFrame(columns=["arm", "horizon", "seed", "config_hash"])})
+    empty = Sweep.from_tables({"runs": pd.DataFrame(columns=["arm", "horizon", "seed", "run_hash"])})
     built = build_tables(empty, CONTRASTS, n_resamples=10)
     assert all(t.why for t in built.values())
     assert "Not built: the sweep has no finished runs" in built["table1"].markdown()
@@ -157,10 +157,10 @@ def test_missing_tables_say_why():
 
 def test_duplicate_runs_keep_the_newest_with_a_note():
     t = handmade.tables()
-    extra = t["runs"][t["runs"]["arm"] == "ablate_skip"].assign(config_hash="other", finished_at=0.0)
+    extra = t["runs"][t["runs"]["arm"] == "ablate_skip"].assign(run_hash="other", finished_at=0.0)
     t["runs"] = pd.concat([t["runs"], extra], ignore_index=True)
     s = Sweep.from_tables(t)
-    assert list(s.runs_of("smoke/ablate_skip/h512")["config_hash"]) == ["abla0101"]
+    assert list(s.runs_of("smoke/ablate_skip/h512")["run_hash"]) == ["abla0101"]
     assert any("was run more than once" in n for n in s.notes)
 
 

@@ -60,7 +60,7 @@ def tables() -> dict[str, pd.DataFrame]:
         runs.loc[(runs["arm"] == "stopped_tree") & (runs["seed"] == seed), "run_dir"] = folder
     evals, grades = [], []
     for name, seed, model, batch in (("e1", 42, 42, 32), ("e2", 101, 101, 32), ("e3", 101, 101, 64)):
-        keys = {"arm": "custom", "horizon": 512, "seed": seed, "config_hash": name, "paper_arm": "", "readout_cap": 16}
+        keys = {"arm": "custom", "horizon": 512, "seed": seed, "run_hash": name, "paper_arm": "", "readout_cap": 16}
         evals.append({**keys, "profile": "smoke", "status": "finished", "task": "evaluate", "finished_at": 1e9,
                       "run_dir": f"/sweep/smoke/evaluate/{name}", "model_source": f"{RUN_DIR[model]}/model",
                       "eval_batch_size": batch, "eval_max_new_tokens": 16, "length_scale": 0.125})

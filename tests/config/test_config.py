@@ -112,15 +112,16 @@ def test_declared_choices_match_the_stage_registries():
 
 
 def test_bookkeeping_settings_do_not_change_the_run_identity():
-    from rlvr_sweep.store import config_hash, run_dir_for
+    from tests.helpers import run_dir_of, run_hash_of as run_hash
 
+    run_dir_for = run_dir_of
     base = compose_cfg(SMOKE)
     same = compose_cfg([*SMOKE, "train.write_every=3", "train.checkpoint_every=7", "run.out_root=elsewhere",
                         "run.on_unfinished=error", "run.wait_for_lock=true", "data.root=/data",
                         "logger=[csv,tensorboard,wandb]", "train.save_model=false"])
-    assert config_hash(base) == config_hash(same) and run_dir_for(same).name == run_dir_for(base).name
+    assert run_hash(base) == run_hash(same) and run_dir_for(same).name == run_dir_for(base).name
     for changed in ("train.lr=3e-5", "eval.batch_size=16", "train.num_threads=2", "seed=7"):
-        assert config_hash(compose_cfg([*SMOKE, changed])) != config_hash(base), changed
+        assert run_hash(compose_cfg([*SMOKE, changed])) != run_hash(base), changed
 
 
 @pytest.mark.slow

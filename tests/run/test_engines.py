@@ -10,7 +10,7 @@ from rlvr_sweep import store
 from rlvr_sweep.run import run
 from tests.helpers import compose_cfg
 
-TIMING = ["seconds", "config_hash"]
+TIMING = ["seconds", "run_hash"]
 
 
 def tables(run_dir) -> dict[str, pd.DataFrame]:
@@ -23,7 +23,7 @@ def test_the_static_engine_trains_the_reference_ledger(tmp_path):
     args = ["+arm=stopped_tree", "profile=smoke", "train.steps=8", "sampler.bifurcate_after_active=0", "eval.limit=24"]
     reference = run(compose_cfg([*args, f"run.out_root={tmp_path}/ref"]))
     fast = run(compose_cfg([*args, "model.engine=static", f"run.out_root={tmp_path}/fast"]))
-    assert fast["config_hash"] != reference["config_hash"]  # the engine is part of the run's identity
+    assert fast["run_hash"] != reference["run_hash"]  # the engine is part of the run's identity
     for name, frame in tables(reference["run_dir"]).items():
         pd.testing.assert_frame_equal(frame, tables(fast["run_dir"])[name], check_exact=True, obj=name)
 
@@ -39,4 +39,4 @@ def test_read_out_schedules_give_the_same_grades(tmp_path):
     for schedule in ("length_sorted", "refill"):
         assert grades[schedule]["item_id"].tolist() == grades["fixed"]["item_id"].tolist()
         assert grades[schedule]["response"].tolist() == grades["fixed"]["response"].tolist(), schedule
-    assert len({info["config_hash"] for info in runs.values()}) == 3
+    assert len({info["run_hash"] for info in runs.values()}) == 3

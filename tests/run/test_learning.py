@@ -7,7 +7,7 @@ from safetensors.torch import load_file
 
 from rlvr_sweep import store
 from rlvr_sweep.run import run
-from tests.helpers import compose_cfg
+from tests.helpers import compose_cfg, run_dir_of
 
 
 @pytest.mark.slow
@@ -36,14 +36,14 @@ def test_the_tail_average_is_the_mean_of_the_policies_after_each_step_of_its_win
     step as Arm 13's [26, 50] does) averages exactly 3 policies: those after steps 3, 4 and 5, which
     runs stopped after 3, 4 and 5 steps save."""
     common = ["+arm=ra_flat", "profile=smoke", "eval=none", "seed=5", f"run.out_root={tmp_path}"]
-    stopped = {n: store.run_dir_for(compose_cfg([*common, f"train.steps={n}"])) for n in (3, 4, 5)}
+    stopped = {n: run_dir_of(compose_cfg([*common, f"train.steps={n}"])) for n in (3, 4, 5)}
     for n in stopped:
         run(compose_cfg([*common, f"train.steps={n}"]))
     cfg = compose_cfg([*common, "train.steps=5", "train.tail_average=[3,5]"])
     info = run(cfg)
     assert info["tail_average_steps"] == 3
     policies = [saved_weights(stopped[n]) for n in (3, 4, 5)]
-    averaged = saved_weights(store.run_dir_for(cfg))
+    averaged = saved_weights(run_dir_of(cfg))
     moved = max((policies[2][k] - policies[0][k]).abs().max().item() for k in averaged)
     assert moved > 2e-5  # an update inside the window (lr 5e-5), far above the tolerance below
     for name, value in averaged.items():

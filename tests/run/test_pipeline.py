@@ -9,7 +9,7 @@ from rlvr_sweep import store as results
 from rlvr_sweep.policy import ModelLoadError
 from rlvr_sweep.run import run
 from tests.conftest import REPO
-from tests.helpers import compose_cfg, run_cli
+from tests.helpers import compose_cfg, run_cli, run_dir_of, run_hash_of
 
 SMOKE_2_STEPS = ["profile=smoke", "train.steps=2", "train.write_every=1", "eval.limit=8"]
 
@@ -65,7 +65,7 @@ def test_step_accounting_follows_the_optimizer_step_choice(tmp_path):
 
 def test_unfinished_run_is_moved_aside_not_overwritten(tmp_path):
     cfg = smoke_cfg(tmp_path, "eval=none")
-    run_dir = results.run_dir_for(cfg)
+    run_dir = run_dir_of(cfg)
     run_dir.mkdir(parents=True)
     (run_dir / "steps.parquet").write_bytes(b"partial")
     run(cfg)
@@ -74,7 +74,7 @@ def test_unfinished_run_is_moved_aside_not_overwritten(tmp_path):
     assert (stale / "steps.parquet").read_bytes() == b"partial"
     with pytest.raises(results.UnfinishedRunError, match="unfinished"):
         cfg2 = smoke_cfg(tmp_path, "eval=none", "run.on_unfinished=error", "seed=7")
-        results.run_dir_for(cfg2).mkdir(parents=True)
+        run_dir_of(cfg2).mkdir(parents=True)
         run(cfg2)
 
 
@@ -85,13 +85,13 @@ def test_missing_model_folder_fails_before_writing(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-def test_config_hash_separates_configs_and_ignores_output_location(tmp_path):
+def test_run_hash_separates_configs_and_ignores_output_location(tmp_path):
     a = smoke_cfg(tmp_path)
     b = smoke_cfg(tmp_path / "elsewhere")
     c = smoke_cfg(tmp_path, "train.lr=3e-4")
-    assert results.config_hash(a) == results.config_hash(b)
-    assert results.config_hash(a) != results.config_hash(c)
-    assert results.run_dir_for(a).name != results.run_dir_for(c).name
+    assert run_hash_of(a) == run_hash_of(b)
+    assert run_hash_of(a) != run_hash_of(c)
+    assert run_dir_of(a).name != run_dir_of(c).name
 
 
 ARMS = sorted(p.stem for p in (REPO / "conf" / "arm").glob("*.yaml"))
@@ -122,7 +122,7 @@ def test_every_arm_runs_two_smoke_steps_with_a_conserving_ledger(tmp_path, arm):
         from rlvr_sweep.verify.cf_replay import replay_cf
         from rlvr_sweep.verify.ledgers import pair_problems, step_problems
 
-        runs = steps[["arm", "horizon", "seed", "config_hash"]].drop_duplicates().assign(run_dir=info["run_dir"])
+        runs = steps[["arm", "horizon", "seed", "run_hash"]].drop_duplicates().assign(run_dir=info["run_dir"])
         assert replay_cf(steps, pairs, runs) == {"steps": 2, "active": int(steps["cf_active"].sum()), "problems": []}
         rollouts = results.read_table(info["run_dir"], "rollouts")
         assert pair_problems(pairs, rollouts, runs.assign(horizon_tokens=horizon)) == (8, [])

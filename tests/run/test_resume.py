@@ -13,7 +13,7 @@ import pytest
 from rlvr_sweep import store as results
 from rlvr_sweep.run import checkpoint, run
 from tests.conftest import REPO
-from tests.helpers import compose_cfg, run_killed_at
+from tests.helpers import compose_cfg, run_dir_of, run_killed_at
 
 TIMING = ["seconds"]  # wall-clock columns differ between any two runs
 
@@ -38,7 +38,7 @@ def test_crashed_run_resumes_to_the_uninterrupted_ledger(tmp_path, arm):
     reference = run(compose_cfg([f"+arm={arm}", *ARGS, f"run.out_root={tmp_path}/a"]))
     cfg = compose_cfg([f"+arm={arm}", *ARGS, f"run.out_root={tmp_path}/b"])
     run_killed_at(cfg, step=17)
-    run_dir = results.run_dir_for(cfg)
+    run_dir = run_dir_of(cfg)
     assert not results.is_finished(run_dir) and (run_dir / checkpoint.CHECKPOINT).is_file()
     assert results.read_run_json(run_dir)["status"] == "failed"
     resumed = run(cfg)
@@ -56,7 +56,7 @@ def test_kill_9_then_same_command_resumes(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     cmd = [sys.executable, "-m", "rlvr_sweep", *args]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    run_dir = results.run_dir_for(compose_cfg(args))
+    run_dir = run_dir_of(compose_cfg(args))
     deadline = time.time() + 120
     while not (run_dir / checkpoint.CHECKPOINT).is_file() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)

@@ -17,7 +17,7 @@ from rlvr_sweep import store
 from rlvr_sweep.run import checkpoint, run
 from rlvr_sweep.store.lock import lock_path
 from tests.conftest import REPO
-from tests.helpers import compose_cfg, run_killed_at
+from tests.helpers import compose_cfg, run_dir_of, run_killed_at
 
 SMOKE = ["+arm=ra_flat", "profile=smoke", "eval.limit=4"]
 
@@ -77,7 +77,7 @@ def test_the_same_command_twice_runs_once(tmp_path):
     assert second.returncode == 3, second.stdout + second.stderr
     assert f"is being run by pid {first.pid} on host" in second.stderr and "writes nothing" in second.stderr
     assert waiter.returncode == 0 and "skipping finished run" in waited
-    run_dir = store.run_dir_for(compose_cfg([*SMOKE, "train.steps=4", f"run.out_root={tmp_path}/runs"]))
+    run_dir = run_dir_of(compose_cfg([*SMOKE, "train.steps=4", f"run.out_root={tmp_path}/runs"]))
     assert [p.name for p in run_dir.parent.iterdir() if not p.name.startswith(".")] == [run_dir.name]
     assert store.is_finished(run_dir) and store.verify_manifest(run_dir) == []
     # each launch logged into its own Hydra output folder (pid in the name), none shared
@@ -88,7 +88,7 @@ def test_the_same_command_twice_runs_once(tmp_path):
 def test_a_finished_run_is_never_moved_and_leftovers_of_a_kill_are_removed(tmp_path):
     cfg = compose_cfg([*SMOKE, "train.steps=2", f"run.out_root={tmp_path}"])
     run(cfg)
-    run_dir = store.run_dir_for(cfg)
+    run_dir = run_dir_of(cfg)
     sealed = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     (run_dir / checkpoint.CHECKPOINT).write_bytes(b"left by a kill between DONE and its removal")
     (run_dir / f".steps.parquet.tmp-{os.getpid() + 1}").write_bytes(b"half a table")
@@ -105,7 +105,7 @@ class Exploit:
 def unfinished_run_with(tmp_path, payload: bytes, *extra):
     """An unfinished run folder (config.yaml, a 'running' run.json) holding `payload` as its checkpoint."""
     cfg = compose_cfg([*SMOKE, "train.steps=2", f"run.out_root={tmp_path}", *extra])
-    run_dir = store.run_dir_for(cfg)
+    run_dir = run_dir_of(cfg)
     store.prepare_run_dir(cfg, run_dir)
     store.atomic_write_json(run_dir / store.RUN_JSON, {"status": "running"})
     (run_dir / checkpoint.CHECKPOINT).write_bytes(payload)
@@ -115,7 +115,7 @@ def unfinished_run_with(tmp_path, payload: bytes, *extra):
 def test_a_crafted_checkpoint_never_runs_code_and_the_run_starts_over(tmp_path, caplog):
     exploit = Exploit()
     exploit.marker = tmp_path / "pwned"
-    cfg, run_dir = unfinished_run_with(tmp_path, pickle.dumps({"config_hash": "x", "boom": exploit}))
+    cfg, run_dir = unfinished_run_with(tmp_path, pickle.dumps({"run_hash": "x", "boom": exploit}))
     info = run(cfg)
     assert not exploit.marker.exists()
     assert info["status"] == "finished" and "resumed_from_step" not in info
@@ -137,7 +137,7 @@ def test_an_unreadable_checkpoint_is_named_and_stops_the_run_when_asked(tmp_path
 def test_a_relaunch_with_other_bookkeeping_resumes_and_removes_temporary_files(tmp_path):
     base = [*SMOKE, "train.steps=12", "train.checkpoint_every=5", f"run.out_root={tmp_path}"]
     run_killed_at(compose_cfg(base), step=7)
-    run_dir = store.run_dir_for(compose_cfg(base))
+    run_dir = run_dir_of(compose_cfg(base))
     (run_dir / f".pairs.parquet.tmp-{os.getpid() + 1}").write_bytes(b"partial")
     resumed = run(compose_cfg([*base, "train.write_every=3", "train.checkpoint_every=4"]))
     assert resumed["resumed_from_step"] == 5 and resumed["run_dir"] == str(run_dir.resolve())

@@ -15,7 +15,7 @@ from rlvr_sweep import store
 from rlvr_sweep.run import run
 from rlvr_sweep.store import CollectError, collect, verify_manifest
 from rlvr_sweep.store.manifest import manifest_bytes
-from tests.helpers import compose_cfg
+from tests.helpers import compose_cfg, run_dir_of
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def finished_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("source")
     cfg = compose_cfg(["+arm=ra_flat", "profile=smoke", "train.steps=2", "eval.limit=4", f"run.out_root={root}"])
     run(cfg)
-    return store.run_dir_for(cfg)
+    return run_dir_of(cfg)
 
 
 def sweep_of(tmp_path, finished_run, *names):
@@ -69,7 +69,7 @@ def test_collect_takes_intact_runs_and_lists_everything_it_skipped(tmp_path, fin
     assert "steps.parquet: content differs from the manifest" in reasons["flipped"]
     assert "grades.parquet: listed in the manifest but missing" in reasons["no_grades"]
     assert "garbage_json/run.json: unreadable" in reasons["garbage_json"]
-    assert "pairs.parquet: written with result schema 1, this code reads 2" in reasons["old_schema"]
+    assert "pairs.parquet: written with result schema 1, this code reads 3" in reasons["old_schema"]
     assert reasons["unfinished"] == "unfinished (run.json status: finished)"  # a run.json alone proves nothing
     assert len(out["grades"]) == 8 and len(out["steps"]) == 2
     assert set(out["steps"]["paper_arm"]) == {"4"}

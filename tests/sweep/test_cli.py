@@ -7,7 +7,7 @@ import pytest
 
 from rlvr_sweep.config import Config, paper_arm
 from rlvr_sweep.sweep.cli import normalize_argv, normalize_overrides
-from tests.conftest import CONF_DIR, REPO
+from tests.conftest import CONF_DIR, REPO, need_data
 from tests.helpers import compose_cfg, run_cli
 
 TINY = REPO / "src" / "rlvr_sweep" / "policy" / "assets" / "tiny_qwen3"
@@ -58,13 +58,19 @@ def test_paper_profile_is_the_real_recipe():
 @pytest.mark.slow
 def test_design_card_line_verbatim_is_accepted(tmp_path):
     """`+arm=ra_flat horizon=1024 -m seed=42,101,7` (paper profile): the line parses into three jobs;
-    with no weights on this machine the preflight stops the sweep before launching any of them,
-    with the message that says how to point it at a local copy."""
+    with no data and no weights on this machine the preflight stops the sweep before launching any of
+    them, naming the missing data file; given the data, it names the missing weights and says how to
+    point the run at a local copy."""
     proc = run_cli(["+arm=ra_flat", "horizon=1024", "-m", "seed=42,101,7"], cwd=tmp_path)
     out = proc.stdout + proc.stderr
     assert "unrecognized arguments" not in out and "must be a string" not in out, out[-3000:]
     assert "job 1 of 3 (+arm=ra_flat horizon='1024' seed=42)" in out, out[-3000:]
-    assert proc.returncode == 2
+    assert proc.returncode == 2 and "data file not found: data/math_train.jsonl" in out
+    data = need_data("math_train.jsonl", "math500.jsonl")
+    proc = run_cli(["+arm=ra_flat", "horizon=1024", f"data.root={data}", "eval.benchmarks=[math500]",
+                    "-m", "seed=42,101,7"], cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "job 1 of 3" in out
     assert "model.path=" in out and "Qwen/Qwen3-0.6B-Base" in out
     assert "Launching" not in out  # nothing was launched
     assert not (tmp_path / "outputs" / "runs").exists()
@@ -89,12 +95,13 @@ def test_sweep_preflight_names_a_missing_data_file_before_launch(tmp_path):
 
 @pytest.mark.slow
 def test_sweep_with_a_failed_run_goes_on_and_exits_non_zero(tmp_path):
-    """Both runs die when they load the model (a folder with a config but no weights passes the
-    preflight's check of where the model is); the second still runs after the first failed, each
-    records its traceback, and the summary counts them."""
+    """Both runs die when they load the model (a folder with a config, a tokenizer and a truncated
+    weights file passes the preflight's check of where the model is); the second still runs after the
+    first failed, each records its traceback, and the summary counts them."""
     broken = tmp_path / "broken_model"
-    broken.mkdir()
-    shutil.copy(TINY / "config.json", broken / "config.json")
+    shutil.copytree(TINY, broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
     proc = run_cli(["+arm=ra_flat", "profile=smoke", "train.steps=2", "eval=none", "run.out_root=runs",
                     f"model.path={broken}", "-m", "seed=1,2"], cwd=tmp_path)
     out = proc.stdout + proc.stderr

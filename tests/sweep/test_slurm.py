@@ -28,7 +28,7 @@ from rlvr_sweep import store as results
 from rlvr_sweep.run import checkpoint
 from rlvr_sweep.config import paper_arm, register_configs
 from tests.conftest import CONF_DIR, REPO, unavailable
-from tests.helpers import compose_cfg
+from tests.helpers import compose_cfg, run_dir_of, same_inputs_identity
 
 # Our launcher presets carry the plugin's names, so Hydra merges the plugin's dataclass into them
 # as their schema and says that this matching is deprecated (see launchers/README.md).
@@ -138,7 +138,7 @@ def test_smoke_sweep_through_slurm_is_collected(tmp_path, capsys):
     proc = subprocess.run(cmd, cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, failure_report(tmp_path, proc)
 
-    expected = {results.run_dir_for(compose_cfg([f"+arm={arm}", *SMOKE, f"seed={seed}", f"run.out_root={tmp_path}/runs"]))
+    expected = {run_dir_of(compose_cfg([f"+arm={arm}", *SMOKE, f"seed={seed}", f"run.out_root={tmp_path}/runs"]))
                 for arm in arms for seed in seeds}
     for run_dir in expected:
         assert results.is_finished(run_dir), f"{run_dir} has no DONE marker\n{failure_report(tmp_path, proc)}"
@@ -170,7 +170,7 @@ def test_killed_slurm_job_resumes_with_the_same_command(tmp_path, capsys):
     require_controller()
     overrides = ["+arm=ra_flat", "profile=smoke", "train.steps=200", "train.checkpoint_every=5", "eval=none"]
     cmd = launch_cmd(tmp_path, [*overrides, "-m", "seed=42"])
-    run_dir = results.run_dir_for(compose_cfg([*overrides, "seed=42", f"run.out_root={tmp_path}/runs"]))
+    run_dir = run_dir_of(compose_cfg([*overrides, "seed=42", f"run.out_root={tmp_path}/runs"]))
 
     first = subprocess.Popen(cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -253,7 +253,7 @@ def test_grid_preset_is_arms_1_to_13_times_three_seeds(grid, profile):
         found.setdefault(cfg.arm, []).append(cfg.horizon.tokens)
     assert {arm: sorted(h) for arm, h in found.items()} == {arm: sorted(h * 3) for arm, h in MAIN_ARMS.items()}
     assert sorted(c.seed for c in cfgs) == sorted([42, 101, 7] * 13)
-    assert len({results.run_dir_for(c) for c in cfgs}) == 39  # 39 distinct runs
+    assert len({(c.arm, c.horizon.tokens, c.seed, same_inputs_identity(c)) for c in cfgs}) == 39  # 39 distinct runs
     assert sorted(paper_arm(c) for c in cfgs) == sorted([str(n) for n in range(1, 14)] * 3)
     assert {c.eval.batch_size for c in cfgs if paper_arm(c) == "13"} == {64}  # as the paper read Arm 13 out
     assert {c.eval.batch_size for c in cfgs if paper_arm(c) != "13"} == {32}
@@ -271,9 +271,9 @@ def test_grid_runs_share_folders_with_the_same_runs_launched_by_hand():
     for cell, hand in by_hand.items():
         for extra in ([], ["profile=smoke"]):
             grid = compose_cfg([f"+sweep/paper_arms={cell}", "seed=7", *extra])
-            assert results.run_dir_for(grid) == results.run_dir_for(compose_cfg([*hand, "seed=7", *extra])), cell
+            assert same_inputs_identity(grid) == same_inputs_identity(compose_cfg([*hand, "seed=7", *extra])), cell
     smoke = compose_cfg(["+sweep=smoke_grid", "+sweep/paper_arms=arm05_stopped_tree", "seed=42"])
-    assert results.run_dir_for(smoke) == results.run_dir_for(compose_cfg(["+arm=stopped_tree", "profile=smoke", "seed=42"]))
+    assert run_dir_of(smoke) == run_dir_of(compose_cfg(["+arm=stopped_tree", "profile=smoke", "seed=42"]))
 
 
 @pytest.mark.parametrize("preset,profile", [("paper_ablations", "paper"), ("smoke_ablations", "smoke")])

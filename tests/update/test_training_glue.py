@@ -240,7 +240,7 @@ def test_tail_average_is_the_loop_mean_of_the_window_also_across_a_resume(tmp_pa
         resumed.observe(step)
     opt = make_adamw(params, 1e-5, (0.9, 0.999), 1e-8, 0.01)
     generator = torch.Generator().manual_seed(0)
-    progress = {"config_hash": "h", "step": 3}
+    progress = {"run_hash": "h", "step": 3}
     checkpoint.save(tmp_path, model=model, optimizer=opt, generator=generator, tail=resumed, progress=progress)
     again = TailAverage(params, 2, 4)
     again.load_state(checkpoint.load(tmp_path, "h")["tail"])

@@ -10,7 +10,7 @@ from rlvr_sweep.rollout import ForkGroup, ForkPair, Leaf
 from rlvr_sweep.update import ScoredGroup, ledger_rows
 from rlvr_sweep.verify.cf_replay import replay_cf
 
-KEYS = {"arm": "rg_cf_grpo", "horizon": 1024, "seed": 42, "config_hash": "abc"}
+KEYS = {"arm": "rg_cf_grpo", "horizon": 1024, "seed": 42, "run_hash": "abc"}
 
 
 def fork_pair(k, tau, l0, l1, category="cf_first_gap"):

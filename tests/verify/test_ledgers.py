@@ -85,7 +85,7 @@ def test_each_total_and_rebuild_law_is_named(law, change):
 def test_backward_accounting_of_accumulated_questions():
     """Four questions per update (Arm 11): the update's step carries the active questions' tokens."""
     steps = pd.DataFrame({
-        "arm": "x", "horizon": 512, "seed": 1, "config_hash": "h", "step": range(6),
+        "arm": "x", "horizon": 512, "seed": 1, "run_hash": "h", "step": range(6),
         "rewards": [[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 1.0], [1.0, 0.0], [0.0, 0.0]],
         "active": [True, False, False, True, True, False], "leaf_tokens": [10, 20, 30, 40, 50, 60],
         "prompt_tokens": 3, "action": ["accumulated"] * 3 + ["backward_step", "accumulated", "accumulated"],
@@ -110,7 +110,7 @@ def test_saved_tables_rebuild_or_differ(tmp_path):
     assert n == 5 and any(p.startswith("table1:") for p in problems)
 
 
-RUN = {"arm": "rg_cf_grpo", "horizon": 1024, "seed": 42, "config_hash": "h"}
+RUN = {"arm": "rg_cf_grpo", "horizon": 1024, "seed": 42, "run_hash": "h"}
 
 
 def fork_pairs(change: dict) -> pd.DataFrame:

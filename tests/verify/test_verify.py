@@ -68,7 +68,7 @@ def write_run(run_dir: Path, *, wrong: bool = True, finished: bool = True, gold_
     pd.DataFrame(grades).to_parquet(run_dir / "grades.parquet", index=False)
     pd.DataFrame(rollouts).to_parquet(run_dir / "rollouts.parquet", index=False)
     (run_dir / "run.json").write_text(json.dumps(
-        {"arm": "ra_flat", "seed": 1, "horizon": 512, "config_hash": "abcd1234",
+        {"arm": "ra_flat", "seed": 1, "horizon": 512, "run_hash": "abcd1234",
          "status": "finished" if finished else "running", "gate_chars": gate_chars}))
     if grader is not None:  # as store.prepare_run_dir writes it (abridged)
         (run_dir / "config.yaml").write_text(f"arm: ra_flat\nseed: 1\ngrader:\n  name: {grader}\n")

@@ -126,7 +126,7 @@ class Sweep:
             twice = runs.duplicated(["profile", "arm", "horizon", "seed"], keep="last")
             for _, r in runs[twice].iterrows():
                 notes.append(f"{r['profile']}/{r['arm']} h{r['horizon']} seed {r['seed']} was run more than once; "
-                             f"kept the newest run, not config {r['config_hash']}")
+                             f"kept the newest run, not config {r['run_hash']}")
             runs = runs[~twice]
             several = runs["profile"].nunique() > 1
             runs["unit"] = [f"{p}/{a}/h{h}" for p, a, h in zip(runs["profile"], runs["arm"], runs["horizon"])]

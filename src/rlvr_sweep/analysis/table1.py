@@ -86,21 +86,21 @@ def _base_row(sweep: Sweep, benchmarks: list[str], cap_bench: str | None) -> dic
     if not len(base):
         return None
     row = {"label": BASE_LABEL, "unit": "", "paper_arm": "", "arm": "base", "horizon": 0,
-           "n_seeds": int(base["config_hash"].nunique()), "seeds": ""}
+           "n_seeds": int(base["run_hash"].nunique()), "seeds": ""}
     for b in benchmarks:
         name, _, source = b.partition("/")
         rows = base[(base["benchmark"] == name) & ((base["source"] == source) if source else True)]
         if len(rows):
-            per_run = rows.groupby("config_hash")["correct"].mean() * 100
+            per_run = rows.groupby("run_hash")["correct"].mean() * 100
             m, sd = mean_sd(per_run.to_numpy())
             row.update({f"{b}.mean": m, f"{b}.sd": 0.0 if len(per_run) == 1 else sd,
-                        f"{b}.per_seed": [m], f"{b}.seeds": [], f"{b}.n_correct": float(rows.groupby("config_hash")["correct"].sum().mean()),
-                        f"{b}.n_items": float(rows.groupby("config_hash").size().mean())})
+                        f"{b}.per_seed": [m], f"{b}.seeds": [], f"{b}.n_correct": float(rows.groupby("run_hash")["correct"].sum().mean()),
+                        f"{b}.n_items": float(rows.groupby("run_hash").size().mean())})
     if cap_bench:
         rows = base[base["benchmark"] == cap_bench]
         if len(rows):
-            row.update({"allcap.mean": float(rows.groupby("config_hash")["capped"].sum().mean()),
-                        "allcap.per_seed": [], "inctrunc.mean": float(rows.groupby("config_hash")["inc_trunc"].sum().mean())})
+            row.update({"allcap.mean": float(rows.groupby("run_hash")["capped"].sum().mean()),
+                        "allcap.per_seed": [], "inctrunc.mean": float(rows.groupby("run_hash")["inc_trunc"].sum().mean())})
     # 0 updates: no training tokens, no training FLOPs (the paper's "0 [0] / 0 [0] / 0 / 0k", "0.0 (0s)")
     row.update({f"tok.{k}": 0.0 for k in TOKEN_KEYS})
     row.update({"tflops.out": 0.0, "tflops.full": 0.0, "tflops.pad_full": 0.0, "seconds": 0.0})

@@ -26,7 +26,7 @@ def build_table3(sweep: Sweep) -> Table:
     benchmarks, cap_bench = sweep.benchmarks(), cap_benchmark(sweep)
     rows = []
     for _, run in abl.iterrows():
-        keys = {k: run[k] for k in ("arm", "horizon", "seed", "config_hash")}
+        keys = {k: run[k] for k in ("arm", "horizon", "seed", "run_hash")}
         steps = _of(sweep.steps, keys)
         grades = _of(sweep.grades, keys)
         grades = grades[grades["phase"] == "trained"] if len(grades) else grades

@@ -19,6 +19,11 @@ from omegaconf import OmegaConf
 
 from rlvr_sweep.config.rules import EVEN, NON_EMPTY, above, at_least, between, each, matches, one_of, setting
 
+# arm and profile names become folders of a run's path: one plain component each (no '/', no leading '.')
+PATH_NAME = matches(r"(?!.*\.stale-)[A-Za-z0-9_][A-Za-z0-9_+=,@-]*(\.[A-Za-z0-9_+=,@-]+)*",
+                    "a plain folder name: letters, digits, _ + = , @ - and inner dots; no '/', no leading '.', "
+                    "no '.stale-' (the mark of a moved-aside folder)")
+
 # Names the stages register (rollout.SAMPLERS, credit estimators, ...); tests/config checks they agree.
 SAMPLER_NAMES = ("flat", "stopped_tree", "root_restart", "midpoint", "cf_fork")
 TREE_SAMPLERS = ("stopped_tree", "root_restart", "midpoint")
@@ -47,9 +52,6 @@ class ModelConfig:
     # decoding engine for rollouts and read-outs: `reference` (the loop over a DynamicCache),
     # `static` (preallocated cache, CUDA graphs on a GPU), `vllm` (GPU, `pip install rlvr_sweep[vllm]`)
     engine: str = setting("reference", one_of(*ENGINE_NAMES))
-    # content digest of the weights in `path`; filled in for task=evaluate, so the checkpoint is part
-    # of that run's identity (`run.identity`)
-    fingerprint: Optional[str] = setting(None, NON_EMPTY)
 
 
 @dataclass
@@ -156,7 +158,7 @@ class EvalConfig:
 
 @dataclass
 class ProfileConfig:
-    name: str = setting("paper", NON_EMPTY)
+    name: str = setting("paper", PATH_NAME)  # names a folder of the run's path
     # every paper length budget is multiplied by this: rollout and eval caps (tokens), tree
     # constants, and the derivation gate (characters before the last \boxed)
     length_scale: float = setting(1.0, between(0, 1, low_open=True))
@@ -228,7 +230,7 @@ class Config:
     # train: read out, train, read out; evaluate: read out model.path only (a saved run's model or
     # any save_pretrained folder), in its own run folder
     task: str = setting("train", one_of(*TASKS))
-    arm: str = setting("custom", NON_EMPTY)
+    arm: str = setting("custom", PATH_NAME)  # names a folder of the run's path
     # The paper arm this preset reproduces, per horizon in paper tokens: `stopped_tree` is Arm 5 at
     # 512 and Arm 12 at 1024 ({512: "5", 1024: "12"}); Table 3 ablations give their names. A label,
     # not part of the run's identity; `paper_arm(cfg)` reads it.

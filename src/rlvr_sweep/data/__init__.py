@@ -6,8 +6,8 @@ template shared by training and evaluation. `python -m rlvr_sweep.data build-spl
 """
 
 from rlvr_sweep.data.benchmarks import (
-    BENCHMARK_FILES, COMBINED_BENCHMARKS, TOY_BENCHMARKS, benchmark_names, benchmark_rows, data_file,
-    training_rows,
+    BENCHMARK_FILES, COMBINED_BENCHMARKS, TOY_BENCHMARKS, benchmark_files, benchmark_names, benchmark_rows,
+    data_file, training_file, training_rows,
 )
 from rlvr_sweep.data.jsonl import DataError, read_jsonl
 from rlvr_sweep.data.prompts import encode_prompts, render_prompt
@@ -15,6 +15,6 @@ from rlvr_sweep.data.splits import SPLIT_NAMES, build_splits, write_splits
 
 __all__ = [
     "BENCHMARK_FILES", "COMBINED_BENCHMARKS", "TOY_BENCHMARKS", "DataError", "SPLIT_NAMES",
-    "benchmark_names", "benchmark_rows", "build_splits", "data_file", "encode_prompts", "read_jsonl",
+    "benchmark_files", "benchmark_names", "training_file", "benchmark_rows", "build_splits", "data_file", "encode_prompts", "read_jsonl",
     "render_prompt", "training_rows", "write_splits",
 ]

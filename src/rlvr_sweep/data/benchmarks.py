@@ -46,7 +46,7 @@ def training_rows(cfg: DataConfig) -> list[dict]:
     """The ordered training rows; step s uses row s % len(rows)."""
     if cfg.name == "toy_arith":
         rows = toy_arith.load_split("train", cfg.toy_train_size, seed=cfg.toy_seed)
-    elif cfg.train_file:
+    elif training_file(cfg):
         rows = read_data_file(cfg.train_file, cfg)
     else:
         raise DataError(f"data {cfg.name!r} names no data.train_file")
@@ -55,6 +55,18 @@ def training_rows(cfg: DataConfig) -> list[dict]:
 
 def benchmark_names() -> list[str]:
     return sorted([*BENCHMARK_FILES, *COMBINED_BENCHMARKS, *TOY_BENCHMARKS])
+
+
+def benchmark_files(name: str, cfg: DataConfig) -> list[Path]:
+    """The files a benchmark's rows are read from ([] for the generated toy task)."""
+    if name in COMBINED_BENCHMARKS:
+        return [f for part in COMBINED_BENCHMARKS[name] for f in benchmark_files(part, cfg)]
+    return [data_file(BENCHMARK_FILES[name][0], cfg)] if name in BENCHMARK_FILES else []
+
+
+def training_file(cfg: DataConfig) -> Path | None:
+    """The file the training rows are read from (None for the generated toy task)."""
+    return None if cfg.name == "toy_arith" or not cfg.train_file else data_file(cfg.train_file, cfg)
 
 
 def benchmark_rows(name: str, cfg: DataConfig, limit: int | None = None) -> list[dict]:

@@ -6,6 +6,7 @@ A missing file or a malformed line fails with the file, the line number and what
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 REQUIRED_FIELDS = ("problem", "answer")
@@ -15,10 +16,24 @@ class DataError(ValueError):
     """A data file is missing or a row is malformed; the message names the file and line."""
 
 
+_READ: dict[tuple, list[dict]] = {}
+
+
 def read_jsonl(path: Path) -> list[dict]:
-    """Rows of a JSON Lines file, each checked to have string `problem` and `answer` fields."""
+    """Rows of a JSON Lines file, each checked to have string `problem` and `answer` fields. A file read
+    once in a process is not parsed again while its inode, size, mtime and ctime stay the same (a sweep
+    plans every job on the same files); each call gets its own copies of the rows."""
+    path = Path(path)
     if not path.is_file():
         raise DataError(f"data file not found: {path} (set data.root or RLVR_SWEEP_DATA to the folder holding it; see README)")
+    st = path.stat()
+    key = (os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if key not in _READ:
+        _READ[key] = _parse(path)
+    return [dict(row) for row in _READ[key]]
+
+
+def _parse(path: Path) -> list[dict]:
     rows = []
     with path.open(encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):

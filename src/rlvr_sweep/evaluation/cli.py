@@ -11,8 +11,9 @@ DIR receives `probe.json` (both checkpoints, their weight digests, the settings 
 tokens, counts), `probe_greedy.parquet` (both greedy read-outs), `probe_items.parquet` (one row per
 discordant item) and `probe_rows.parquet` (one row per item and condition), sealed by a manifest and
 a `DONE` marker. Put DIR under the sweep root (e.g. `outputs/runs/smoke/probes/<name>`): `analysis
-tables` and `verify all` find probe folders there. A finished DIR is not rewritten (exit 0, says so).
-Exit 0 on success, 2 on bad input.
+tables` and `verify all` find probe folders there. A finished DIR is not rewritten (exit 0, says so),
+and one process writes it: a probe started while another writes DIR exits 3 and writes nothing.
+Exit 0 on success, 2 on bad input, 3 when DIR is busy.
 """
 
 from __future__ import annotations
@@ -33,12 +34,13 @@ from rlvr_sweep import store
 from rlvr_sweep.config import DataConfig, ModelConfig
 from rlvr_sweep.data import DataError, benchmark_rows
 from rlvr_sweep.evaluation.probe import ProbeSettings, run_probe
-from rlvr_sweep.policy import ModelLoadError, load_policy, weights_fingerprint
+from rlvr_sweep.policy import ModelLoadError, load_policy, resolve_model_folder
 from rlvr_sweep.reward import get_grader, grading
+from rlvr_sweep.store.identity import model_digest
 
 PROBE_JSON = "probe.json"  # the marker analysis and verify look for
 FILES = {"greedy": "probe_greedy.parquet", "items": "probe_items.parquet", "rows": "probe_rows.parquet"}
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
+EXIT_OK, EXIT_BAD_INPUT, EXIT_BUSY = 0, 2, 3
 log = logging.getLogger("rlvr_sweep.evaluation.cli")
 
 
@@ -91,10 +93,20 @@ def _pick(args, config: dict, group: str, key: str, flag, default):
 
 
 def _probe(args) -> int:
+    """One probe folder, written by one process: the probe holds a lock on `--out` (beside it, as a run
+    holds its folder's) for its whole life; a second probe into the same folder writes nothing."""
     out = Path(args.out)
     if (out / store.DONE_MARKER).is_file():
         print(f"{out} already holds a finished probe; nothing to do")
         return EXIT_OK
+    with store.run_lock(out):
+        if (out / store.DONE_MARKER).is_file():  # finished while this process waited to start
+            print(f"{out} already holds a finished probe; nothing to do")
+            return EXIT_OK
+        return _probe_locked(args, out)
+
+
+def _probe_locked(args, out: Path) -> int:
     donor, recipient = checkpoint_of(args.donor), checkpoint_of(args.recipient)
     cfg = recipient["config"] or donor["config"]
     data = DataConfig(**{k: v for k, v in (cfg.get("data") or {}).items() if k in DataConfig.__dataclass_fields__})
@@ -130,7 +142,7 @@ def _probe(args) -> int:
         "benchmarks": names, "limit": limit, "items": {n: len(r) for n, r in benchmarks.items()},
         "discordant": discordant, "model_dtype": model_kw["dtype"], "started_at": started, "finished_at": time.time(),
         "code": store.code_version(),
-        **{role: {k: c[k] for k in ("model", "run_dir", "label")} | {"fingerprint": _fingerprint(c["model"])}
+        **{role: {k: c[k] for k in ("model", "run_dir", "label")} | {"model_digest": _digest(policies[role])}
            for role, c in (("donor", donor), ("recipient", recipient))},
     }
     store.atomic_write_json(out / PROBE_JSON, info)
@@ -140,11 +152,10 @@ def _probe(args) -> int:
     return EXIT_OK
 
 
-def _fingerprint(model: str) -> str | None:
-    try:
-        return weights_fingerprint(model)
-    except Exception:  # a hub id or an unreadable folder: the path still names it
-        return None
+def _digest(policy) -> str:
+    """The digest of the model folder a policy was loaded from (`store.identity.model_digest`): what
+    attributes a probe's checkpoint to the training run that saved the same weights."""
+    return model_digest(resolve_model_folder(ModelConfig(name="probe", hub_id=None, path=policy.source)))["sha256"]
 
 
 def main(argv=None) -> int:
@@ -156,6 +167,9 @@ def main(argv=None) -> int:
     except (FileNotFoundError, ValueError, DataError, ModelLoadError) as err:
         print(f"evaluation: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except store.RunBusyError as err:  # another probe writes this folder now
+        print(f"evaluation: {err}", file=sys.stderr)
+        return EXIT_BUSY
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ through the same `from_pretrained` call, and unties the output head as the basel
 """
 
 from rlvr_sweep.policy.loading import (
-    DTYPES, ModelLoadError, Policy, load_policy, resolve_model_source, untie_output_head, weights_fingerprint,
+    DTYPES, ModelLoadError, Policy, load_policy, resolve_model_folder, resolve_model_source, untie_output_head,
 )
 
-__all__ = ["DTYPES", "ModelLoadError", "Policy", "load_policy", "resolve_model_source", "untie_output_head",
-           "weights_fingerprint"]
+__all__ = ["DTYPES", "ModelLoadError", "Policy", "load_policy", "resolve_model_folder", "resolve_model_source",
+           "untie_output_head"]

@@ -8,7 +8,6 @@ says how to point the run at a local copy.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import socket
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ class Policy:
     model: torch.nn.Module
     tokenizer: object
     device: torch.device
-    source: str  # the folder or hub id it was loaded from
+    source: str  # the configured model.path or hub id (the folder it was loaded from is the run's model input)
 
     @property
     def eos_id(self) -> int:
@@ -47,59 +46,83 @@ class Policy:
 
 
 def resolve_model_source(cfg: ModelConfig) -> str:
-    """The folder (checked to exist) or hub id that `from_pretrained` should read."""
+    """Check, in seconds and without downloading, that the model can be found: the folder (checked to
+    hold a config.json) or the hub id (cached, or the hub reachable). Returns what was checked."""
     if cfg.path:
-        folder = _resolve_path(cfg.path)
-        if not (folder / "config.json").is_file():
-            raise ModelLoadError(
-                f"model.path={cfg.path!r} is not a model folder (no config.json in {folder}). "
-                "Point model.path at a folder saved with save_pretrained (config.json, weights, tokenizer)."
-            )
-        return str(folder)
+        return str(_model_folder(cfg.path))
     if not cfg.hub_id:
         raise ModelLoadError(f"model {cfg.name!r} sets neither model.path nor model.hub_id")
     if _hub_cached(cfg.hub_id) or _hub_reachable():
         return cfg.hub_id
-    raise ModelLoadError(
-        f"cannot load {cfg.hub_id!r}: it is not in the local Hugging Face cache and the hub "
-        f"({_hub_endpoint()}) cannot be reached from this machine. Download it where there is "
-        f"network (e.g. `hf download {cfg.hub_id} --local-dir /path/to/{cfg.hub_id.split('/')[-1]}`), "
-        "copy the folder here and rerun with model.path=/path/to/that/folder "
-        "(or set HF_HOME to a cache that holds it)."
-    )
+    raise ModelLoadError(_not_on_this_machine(cfg.hub_id))
+
+
+def resolve_model_folder(cfg: ModelConfig) -> Path:
+    """The folder the model is loaded from, and whose files are the run's model input: `model.path`
+    (a `pkg:` path resolved), or, for a hub id, the snapshot of the local Hugging Face cache (fetched
+    into the cache first when it is not there and the hub is reachable)."""
+    if cfg.path:
+        return _model_folder(cfg.path)
+    source = resolve_model_source(cfg)
+    from huggingface_hub import snapshot_download
+
+    try:
+        folder = snapshot_download(source, local_files_only=not _hub_reachable(), ignore_patterns=HUB_IGNORED)
+    except Exception as err:  # the cache lacks a file, the download failed, the id is unknown
+        raise ModelLoadError(f"cannot fetch {source!r} into the Hugging Face cache ({type(err).__name__}: "
+                             f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); "
+                             f"{_not_on_this_machine(source)}") from None
+    return Path(folder)
+
+
+HUB_IGNORED = ["*.md", "LICENSE*", ".gitattributes", "*.gguf", "*.onnx", "original/*"]  # never loaded
+
+
+def _model_folder(path: str) -> Path:
+    folder = _resolve_path(path)
+    if not folder.is_dir():
+        what = "is a file, not a folder" if folder.is_file() else "does not exist"
+        raise ModelLoadError(f"model.path={path!r}: {folder} {what}. Point model.path at a folder saved with "
+                             "save_pretrained (config.json, weights, tokenizer), e.g. a finished run's <run>/model")
+    if not (folder / "config.json").is_file():
+        raise ModelLoadError(
+            f"model.path={path!r} is not a model folder (no config.json in {folder}). "
+            "Point model.path at a folder saved with save_pretrained (config.json, weights, tokenizer)."
+        )
+    if not any(f.suffix in WEIGHT_SUFFIXES for f in folder.iterdir()):
+        raise ModelLoadError(f"model.path={path!r} holds no weight files ({', '.join(WEIGHT_SUFFIXES)}) in {folder}")
+    return folder
+
+
+def _not_on_this_machine(hub_id: str) -> str:
+    return (f"cannot load {hub_id!r}: it is not in the local Hugging Face cache and the hub "
+            f"({_hub_endpoint()}) cannot be reached from this machine. Download it where there is "
+            f"network (e.g. `hf download {hub_id} --local-dir /path/to/{hub_id.split('/')[-1]}`), "
+            "copy the folder here and rerun with model.path=/path/to/that/folder "
+            "(or set HF_HOME to a cache that holds it).")
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
 
-def weights_fingerprint(path: str) -> str:
-    """A digest of a model folder's weights and config (sha256 over their bytes, 16 hex digits): the
-    checkpoint a read-out reads, whatever folder it sits in."""
-    folder = _resolve_path(path)
-    files = sorted(f for f in folder.iterdir() if f.suffix in WEIGHT_SUFFIXES or f.name == "config.json")
-    if not any(f.suffix in WEIGHT_SUFFIXES for f in files):
-        raise ModelLoadError(f"model.path={path!r} holds no weight files ({', '.join(WEIGHT_SUFFIXES)}) in {folder}")
-    digest = hashlib.sha256()
-    for f in files:
-        digest.update(f.name.encode() + b"\0")
-        with open(f, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()[:16]
-
-
-def load_policy(cfg: ModelConfig) -> Policy:
-    """Load model and tokenizer; untie the output head when configured (the baseline trains both)."""
+def load_policy(cfg: ModelConfig, folder: Path | None = None) -> Policy:
+    """Load model and tokenizer from `folder` (default: `resolve_model_folder(cfg)`); untie the output
+    head when configured (the baseline trains both)."""
     if cfg.dtype not in DTYPES:
         raise ModelLoadError(f"unknown model.dtype {cfg.dtype!r}; valid: {sorted(DTYPES)}")
-    source = resolve_model_source(cfg)
+    folder = resolve_model_folder(cfg) if folder is None else Path(folder)
     device = _pick_device(cfg.device)
-    tokenizer = AutoTokenizer.from_pretrained(source)
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[cfg.dtype])
+    try:  # never trust_remote_code: a folder whose config asks for code of its own is refused
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[cfg.dtype])
+    except Exception as err:  # noqa: BLE001  (whatever a user's folder holds, it is named in one line)
+        first = (str(err).strip().splitlines() or ["no detail"])[0][:300]
+        raise ModelLoadError(f"model {cfg.path or cfg.hub_id!r} cannot be loaded from {folder}: "
+                             f"{type(err).__name__}: {first}") from err
     if cfg.untie_embeddings:
         untie_output_head(model)
     model.to(device)
-    return Policy(model=model, tokenizer=tokenizer, device=device, source=source)
+    return Policy(model=model, tokenizer=tokenizer, device=device, source=cfg.path or cfg.hub_id or str(folder))
 
 
 def untie_output_head(model: torch.nn.Module) -> None:

@@ -8,7 +8,7 @@ an uninterrupted one.
 
 Loading never unpickles arbitrary objects: `torch.load(weights_only=True)` accepts tensors and
 plain data (dicts, lists, numbers, strings) only, so a replaced file cannot run code. A file that
-does not load, or that another config wrote, raises `CheckpointError` naming the file.
+does not load, or that another run wrote, raises `CheckpointError` naming the file.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ CHECKPOINT = "checkpoint.pt"
 
 
 class CheckpointError(RuntimeError):
-    """The checkpoint cannot be used (unreadable, not plain data, or another config's); names the file."""
+    """The checkpoint cannot be used (unreadable, not plain data, or another run's); names the file."""
 
 
 def save(run_dir: Path, *, model, optimizer, generator: torch.Generator, tail, progress: dict) -> None:
     payload = {
         "model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
         "torch_rng": torch.get_rng_state(), "tail": tail.state() if tail else None, "progress": progress,
-        "config_hash": progress["config_hash"],
+        "run_hash": progress["run_hash"],
     }
     path = Path(run_dir) / CHECKPOINT
     tmp = path.with_name(f".{CHECKPOINT}.tmp-{os.getpid()}")
@@ -40,7 +40,7 @@ def save(run_dir: Path, *, model, optimizer, generator: torch.Generator, tail, p
     os.replace(tmp, path)
 
 
-def load(run_dir: Path, config_hash: str) -> dict | None:
+def load(run_dir: Path, run_hash: str) -> dict | None:
     """The run folder's checkpoint (None if there is none); CheckpointError if it cannot be used."""
     path = Path(run_dir) / CHECKPOINT
     if not path.is_file():
@@ -50,9 +50,9 @@ def load(run_dir: Path, config_hash: str) -> dict | None:
     except Exception as err:  # truncated, empty, not a torch file, or objects beyond plain data
         first_line = (str(err).splitlines() or ["no detail"])[0][:200]
         raise CheckpointError(f"{path} cannot be loaded ({type(err).__name__}: {first_line})") from err
-    if not isinstance(payload, dict) or payload.get("config_hash") != config_hash:
-        found = payload.get("config_hash") if isinstance(payload, dict) else type(payload).__name__
-        raise CheckpointError(f"{path} was written by another config ({found} != {config_hash})")
+    if not isinstance(payload, dict) or payload.get("run_hash") != run_hash:
+        found = payload.get("run_hash") if isinstance(payload, dict) else type(payload).__name__
+        raise CheckpointError(f"{path} was written by another run ({found} != {run_hash})")
     return payload
 
 

@@ -1,17 +1,19 @@
 """One run, top to bottom: check, lock, load, resume, read out, train, read out, keep the model, seal.
 
 `run(cfg)` is the whole life of a run folder. Everything that can be checked is checked before
-anything is written (the settings, the data files and benchmark names, where the model comes from);
-then the run takes its folder's lock (one writer per run), loads the model, resumes from its
-checkpoint or starts over, and logs to `logs/run.log` and the configured experiment loggers. A
+anything is written (`plan`: the settings, the data files and benchmark names, where the model comes
+from, prompts that fit the model's context), and the run's identity names its folder; then the run
+takes its folder's lock (one writer per run), loads the model, resumes from its checkpoint (or, during
+its base read-out, from the benchmarks already graded) or starts over, and logs to `logs/run.log` and
+the configured experiment loggers. A
 training run (`task=train`) reads out the base policy, trains (`train.train_loop`), keeps the final
 policy as `model/` and reads it out; `task=evaluate` only reads out `model.path` (phase `eval`). The
-folder is sealed with a manifest before its `DONE` marker.
+folder is sealed with a manifest before its `DONE` marker. A run that fails records its failure in
+run.json, after freeing what it can (its temporary files: on a full disk, they are what fills it).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import shutil
@@ -24,13 +26,15 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from rlvr_sweep import data, evaluation, store
-from rlvr_sweep.config import Config, check_config, paper_arm, scaled_length
-from rlvr_sweep.policy import load_policy, resolve_model_source, weights_fingerprint
+from rlvr_sweep.config import Config, paper_arm, scaled_length
+from rlvr_sweep.policy import load_policy
 from rlvr_sweep.reward import get_grader, grading
 from rlvr_sweep.rollout import static_engine, vllm_engine
 from rlvr_sweep.run import checkpoint, readouts, train
+from rlvr_sweep.run.plan import Plan, plan
 from rlvr_sweep.run.loggers import check_loggers, open_loggers
 from rlvr_sweep.run.progress import Progress
+from rlvr_sweep.store.identity import changed_inputs, model_digest
 from rlvr_sweep.update import TailAverage, make_adamw
 
 log = logging.getLogger(__name__)
@@ -38,24 +42,15 @@ LOGS = "logs"
 MODEL = "model"
 
 
-def with_checkpoint_identity(cfg: Config) -> Config:
-    """For task=evaluate, the config with `model.fingerprint` set to the checkpoint's weights digest, so
-    the read-out's run folder (its identity) names the checkpoint it read; else `cfg` unchanged."""
-    if cfg.task != "evaluate" or not cfg.model.path or cfg.model.fingerprint:
-        return cfg
-    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, fingerprint=weights_fingerprint(cfg.model.path)))
-
-
 def run(cfg: Config) -> dict:
     """Train and evaluate one run (or read out one checkpoint); a finished run folder is skipped.
     Returns the run summary (run.json)."""
-    check_config(cfg)
     check_loggers(cfg.logger)
-    train_rows = data.training_rows(cfg.data) if cfg.task == "train" else []
-    eval_sets = {b: data.benchmark_rows(b, cfg.data, cfg.eval.limit) for b in cfg.eval.benchmarks}
-    resolve_model_source(cfg.model)  # a missing folder or unreachable hub fails here, in seconds
-    cfg = with_checkpoint_identity(cfg)
-    run_dir = store.run_dir_for(cfg)
+    return run_plan(plan(cfg))
+
+
+def run_plan(p: Plan) -> dict:
+    cfg, run_dir, identity = p.cfg, p.run_dir, p.identity
     if store.is_finished(run_dir):
         return _skip_finished(run_dir)
     with store.run_lock(run_dir, wait=cfg.run.wait_for_lock):
@@ -64,34 +59,54 @@ def run(cfg: Config) -> dict:
         if cfg.train.num_threads:
             torch.set_num_threads(cfg.train.num_threads)
         hf_logging.disable_progress_bar()  # the run reports its own progress
-        policy = load_policy(cfg.model)
-        resume = _resume_or_start(cfg, run_dir)
+        policy = load_policy(cfg.model, p.model_folder)
+        resume = _resume_or_start(cfg, run_dir, identity)
         with _run_log(run_dir / LOGS / "run.log"):
-            info = _run_info(cfg, run_dir, policy, resume)
-            store.atomic_write_json(run_dir / store.RUN_JSON, info)
-            log.info("run %s -> %s", cfg.arm, run_dir)
-            loggers = open_loggers(cfg.logger, run_dir / LOGS, resume["progress"]["step"] if resume else None,
-                                   run_id=f"{cfg.arm}-{info['config_hash']}-s{cfg.seed}", name=run_dir.name)
-            if not resume:
-                loggers.log_config(store.config_dict(cfg))
+            info = _run_info(cfg, run_dir, policy, resume, identity)
+            loggers = None
             try:
+                store.atomic_write_json(run_dir / store.RUN_JSON, info)
+                log.info("run %s -> %s", cfg.arm, run_dir)
+                _name_earlier_inputs(run_dir, identity)
+                loggers = open_loggers(cfg.logger, run_dir / LOGS, resume["progress"]["step"] if resume else None,
+                                       run_id=f"{cfg.arm}-{identity.run}-s{cfg.seed}", name=run_dir.name)
+                if not resume:
+                    loggers.log_config(store.config_dict(cfg))
                 body = _evaluate_checkpoint if cfg.task == "evaluate" else _train_and_evaluate
-                info.update(body(cfg, policy, train_rows, eval_sets, run_dir, resume, loggers))
+                info.update(body(cfg, policy, p.train_rows, p.eval_sets, run_dir, resume, loggers, identity))
                 info["status"] = "finished"
             except BaseException as err:
+                store.remove_temp_files(run_dir)  # free what can be freed first: on a full disk it is these
                 info.update(status="failed", error=repr(err), traceback=traceback.format_exc())
                 raise
             finally:
                 info["finished_at"] = time.time()
                 info["wall_seconds"] = info["finished_at"] - info["started_at"]
                 store.atomic_write_json(run_dir / store.RUN_JSON, info)
-                loggers.close()
+                if loggers is not None:
+                    loggers.close()
                 static_engine.release(policy.model)  # the fast engines' caches and graphs
                 vllm_engine.release(policy.model)
             store.finish(run_dir)
             _tidy(run_dir)
             _log_summary(info)
     return info
+
+
+def _name_earlier_inputs(run_dir: Path, identity) -> None:
+    """Say so when a finished run beside this one has the same settings but read other inputs (changed
+    data rows or model files): this is a new run, not that one resumed."""
+    for sibling in sorted(run_dir.parent.glob(f"{run_dir.name.rsplit('_', 1)[0]}_*")):
+        if sibling == run_dir or not store.is_finished(sibling):
+            continue
+        try:
+            other = store.read_run_json(sibling)
+        except (OSError, ValueError):
+            continue
+        if other.get("settings_hash") == identity.settings:
+            changed = changed_inputs(other.get("inputs") or {}, identity.inputs)
+            log.warning("%s has the same settings but read other inputs (%s changed): this is a new run, %s",
+                        sibling.name, ", ".join(changed), run_dir.name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,28 +131,45 @@ def _tidy(run_dir) -> None:
     store.remove_temp_files(run_dir)
 
 
-def _resume_or_start(cfg: Config, run_dir) -> dict | None:
-    """The checkpoint to resume from, or None after preparing a fresh folder. An unfinished folder
-    without a usable checkpoint is moved aside, never deleted (or stops the run: on_unfinished=error).
-    A read-out of a checkpoint resumes from its grades table instead (benchmark by benchmark)."""
+def _resume_or_start(cfg: Config, run_dir, identity) -> dict | None:
+    """What to resume from, or None after preparing a fresh folder: the checkpoint; before the first
+    checkpoint, the benchmarks the base read-out already graded (a read-out of a checkpoint resumes
+    the same way, benchmark by benchmark). An unfinished folder with neither is moved aside, never
+    deleted (or stops the run: on_unfinished=error)."""
     if not run_dir.exists():
         store.prepare_run_dir(cfg, run_dir)
         return None
     for path in store.remove_temp_files(run_dir):
         log.info("removed %s, left by a killed writer", path)
-    if cfg.task == "evaluate":
-        done = store.read_table(run_dir, "grades").to_dict("records") if (run_dir / "grades.parquet").is_file() else []
-        return {"progress": {"step": 0, "grades": done}}
     try:
-        resume = checkpoint.load(run_dir, store.config_hash(cfg))
+        resume = checkpoint.load(run_dir, identity.run)
         why = "holds an unfinished run without a checkpoint"
     except checkpoint.CheckpointError as err:
         log.error("%s", err)
         resume, why = None, f"has an unusable checkpoint ({err})"
+    if resume is None and (run_dir / checkpoint.CHECKPOINT).exists() is False:
+        graded = _graded_so_far(run_dir)
+        if graded:
+            log.info("resuming the %s read-out after %d graded benchmark(s)", graded[0]["phase"],
+                     len({g["benchmark"] for g in graded}))
+            return {"progress": {"step": 0, "grades": graded}, "from_grades": True}
     if resume is None:
         moved = store.prepare_run_dir(cfg, run_dir, why)
         log.warning("%s %s: moved it aside to %s and started over", run_dir, why, moved)
     return resume
+
+
+def _graded_so_far(run_dir: Path) -> list[dict]:
+    """The rows of the first read-out (a training run's base read-out, an evaluate run's only one) that a
+    killed run left: written whole after each benchmark, so every benchmark they hold is complete."""
+    if not (run_dir / "grades.parquet").is_file() or (run_dir / "steps.parquet").is_file():
+        return []
+    try:
+        rows = store.read_table(run_dir, "grades").to_dict("records")
+    except Exception as err:  # a damaged table: start over rather than trust it
+        log.error("%s/grades.parquet cannot be read (%s): starting over", run_dir, err)
+        return []
+    return rows if {r["phase"] for r in rows} <= {"base", "eval"} else []
 
 
 @contextmanager
@@ -160,19 +192,19 @@ def _run_log(path: Path):
         handler.close()
 
 
-def _run_info(cfg: Config, run_dir, policy, resume) -> dict:
+def _run_info(cfg: Config, run_dir, policy, resume, identity) -> dict:
     scale = cfg.profile.length_scale
-    info = {
+    info = {**identity.record(),
         "status": "running", "task": cfg.task, "arm": cfg.arm, "paper_arm": paper_arm(cfg), "seed": cfg.seed,
         "horizon": cfg.horizon.tokens, "profile": cfg.profile.name, "length_scale": scale,
         "rollout_cap": scaled_length(cfg.horizon.tokens, scale),
         "readout_cap": scaled_length(cfg.eval.max_new_tokens, scale),
         "optimizer_step": cfg.optimizer_step.name, "accumulate_questions": cfg.train.accumulate_questions,
-        "config_hash": store.config_hash(cfg), "run_dir": str(run_dir.resolve()), "model_source": policy.source,
-        "model_fingerprint": cfg.model.fingerprint, "started_at": time.time(), "code": store.code_version(),
+        "run_dir": str(run_dir.resolve()), "model_source": policy.source,
+        "model_digest": identity.inputs["model"]["sha256"], "started_at": time.time(), "code": store.code_version(),
         "params": sum(p.numel() for p in policy.model.parameters() if p.requires_grad),  # P of the FLOP proxies
     }
-    if resume and cfg.task == "train":
+    if resume and cfg.task == "train" and not resume.get("from_grades"):
         info["resumed_from_step"] = resume["progress"]["step"]
     return info
 
@@ -201,18 +233,18 @@ def _read_out(cfg: Config, policy, eval_sets: dict, phase: str, grade, progress:
         log.info("%s %s: %s", phase, name, ", ".join(f"{k} {v:.3f}" for k, v in accuracy.items()))
 
 
-def _evaluate_checkpoint(cfg: Config, policy, train_rows, eval_sets, run_dir, resume, loggers) -> dict:
+def _evaluate_checkpoint(cfg: Config, policy, train_rows, eval_sets, run_dir, resume, loggers, identity) -> dict:
     """task=evaluate: read out the checkpoint in `model.path` on every benchmark (phase `eval`)."""
     grader_before = grading.stats()
     progress = {"grades": resume["progress"]["grades"] if resume else [], "accuracy": {}}
-    _read_out(cfg, policy, eval_sets, "eval", get_grader(cfg.grader.name), progress, run_dir, store.run_keys(cfg),
-              loggers, step=0)
+    _read_out(cfg, policy, eval_sets, "eval", get_grader(cfg.grader.name), progress, run_dir,
+              store.run_keys(cfg, identity.run), loggers, step=0)
     return {"eval_max_new_tokens": scaled_length(cfg.eval.max_new_tokens, cfg.profile.length_scale),
             "accuracy": progress["accuracy"],
             "grader": {k: v - grader_before.get(k, 0) for k, v in grading.stats().items()}}
 
 
-def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, resume, loggers) -> dict:
+def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, resume, loggers, identity) -> dict:
     grader_before = grading.stats()
     grading.warm_up()  # start the sympy workers now, not inside the first timed step
     torch.manual_seed(cfg.seed)
@@ -221,14 +253,16 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
     optimizer = make_adamw(params, t.lr, t.betas, t.adam_eps, t.weight_decay)
     generator = torch.Generator(device=policy.device).manual_seed(cfg.seed)
     tail = TailAverage(params, *t.tail_average) if t.tail_average else None
-    progress = {"config_hash": store.config_hash(cfg), "step": 0, "active_count": 0, "base_done": False,
+    progress = {"run_hash": identity.run, "step": 0, "active_count": 0, "base_done": False,
                 "steps": [], "rollouts": [], "pairs": [], "grades": [], "accuracy": {}}
-    if resume:
+    if resume and resume.get("from_grades"):  # killed during the base read-out, before any checkpoint
+        progress["grades"] = resume["progress"]["grades"]
+    elif resume:
         progress = checkpoint.restore(resume, model=policy.model, optimizer=optimizer, generator=generator, tail=tail)
         log.info("resuming from step %d", progress["step"])
     lengths = train.scaled_lengths(cfg)
     grade = get_grader(cfg.grader.name)
-    keys = store.run_keys(cfg)
+    keys = store.run_keys(cfg, identity.run)
 
     def save() -> None:
         checkpoint.save(run_dir, model=policy.model, optimizer=optimizer, generator=generator, tail=tail,
@@ -242,8 +276,10 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
                      save, keys, loggers)
     if tail:
         tail.load_into(params)
+    saved = None
     if t.save_model:
         _save_model(policy, run_dir / MODEL)
+        saved = model_digest(run_dir / MODEL)["sha256"]  # a read-out of these weights is this run's
     if cfg.eval.after:
         _read_out(cfg, policy, eval_sets, "trained", grade, progress, run_dir, keys, loggers, step=progress["step"])
     return {
@@ -251,6 +287,7 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
         "eval_max_new_tokens": scaled_length(cfg.eval.max_new_tokens, cfg.profile.length_scale),
         "lengths": lengths, "accuracy": progress["accuracy"], "totals": train.totals(progress["steps"]),
         "tail_average_steps": tail.count if tail else None, "model_dir": MODEL if t.save_model else None,
+        "saved_model_digest": saved,
         "grader": {k: v - grader_before.get(k, 0) for k, v in grading.stats().items()},  # this run's timeouts etc.
     }
 

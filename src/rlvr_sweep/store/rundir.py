@@ -1,8 +1,10 @@
 """Run folders: where a run lives, what defines it, and how its files are written (DESIGN "Results").
 
 A run folder is named from the run's identity, not the launch time:
-`{out_root}/{profile}/{arm}/h{horizon}_s{seed}_{hash}` where `hash` is a short digest of the
-resolved config without its bookkeeping settings (`config_hash`). It holds `config.yaml`, the parquet tables, `run.json` and, last, the `DONE` marker.
+`{out_root}/{profile}/{arm}/h{horizon}_s{seed}_{hash}` where `hash` is the run's identity: a short
+digest of its settings (not the bookkeeping ones), the data rows it reads and the model it starts
+from (`store.identity`). It holds `config.yaml`, the parquet tables, `run.json` and, last, the
+`DONE` marker.
 Every file is written atomically (temporary file, then rename), so a reader never sees half a
 file; a folder without `DONE` is unfinished.
 """
@@ -10,7 +12,6 @@ file; a folder without `DONE` is unfinished.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from rlvr_sweep.config import Config, identity_dict, paper_arm, scaled_length
+from rlvr_sweep.config import Config, paper_arm, scaled_length
 from rlvr_sweep.store import schema
 from rlvr_sweep.store.manifest import MANIFEST, manifest_bytes
 
@@ -37,27 +38,17 @@ def config_dict(cfg: Config) -> dict:
     return dataclasses.asdict(cfg)
 
 
-def config_hash(cfg: Config) -> str:
-    """Short digest of every setting that defines the experiment (`config.identity_dict`): not where
-    files go or how often they are written (`run.*`, `data.root`, `data.splits_dir`,
-    `train.write_every`, `train.checkpoint_every`), nor the `paper_arms` label, so changing those on
-    a relaunch resumes the same run."""
-    blob = json.dumps(identity_dict(cfg), sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:8]
-
-
-def run_dir_for(cfg: Config) -> Path:
-    """`{out_root}/{profile}/{arm}/h{horizon}_s{seed}_{hash}`; the horizon is in paper tokens (the
+def run_dir_for(cfg: Config, run_hash: str) -> Path:
+    """`{out_root}/{profile}/{arm}/h{horizon}_s{seed}_{run_hash}`; the horizon is in paper tokens (the
     rollouts of a profile with `length_scale` < 1 are shorter: see `rollout_cap` in every table). A
-    read-out of a checkpoint (task=evaluate) goes to `{out_root}/{profile}/evaluate/{label}_s{seed}_{hash}`,
+    read-out of a checkpoint (task=evaluate) goes to `{out_root}/{profile}/evaluate/{label}_s{seed}_{run_hash}`,
     `label` being the arm when one is set, else the checkpoint folder's name (its run's, for a
-    `<run>/model` folder)."""
+    `<run>/model` folder). `run.plan(cfg).run_dir` finds a command's folder."""
     if cfg.task == "evaluate":
         folder = Path(cfg.model.path or "checkpoint")
         label = cfg.arm if cfg.arm != "custom" else (folder.parent.name if folder.name == "model" else folder.name)
-        return Path(cfg.run.out_root) / cfg.profile.name / "evaluate" / f"{label}_s{cfg.seed}_{config_hash(cfg)}"
-    name = f"h{cfg.horizon.tokens}_s{cfg.seed}_{config_hash(cfg)}"
-    return Path(cfg.run.out_root) / cfg.profile.name / cfg.arm / name
+        return Path(cfg.run.out_root) / cfg.profile.name / "evaluate" / f"{label}_s{cfg.seed}_{run_hash}"
+    return Path(cfg.run.out_root) / cfg.profile.name / cfg.arm / f"h{cfg.horizon.tokens}_s{cfg.seed}_{run_hash}"
 
 
 def is_finished(run_dir: Path) -> bool:
@@ -142,10 +133,10 @@ def code_version() -> dict:
     return {"commit": commit.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
 
 
-def run_keys(cfg: Config) -> dict:
+def run_keys(cfg: Config, run_hash: str) -> dict:
     """The columns every table of the run carries: its identity, the paper arm it reproduces, and the
     lengths it actually used in this profile's tokens (`horizon` is in paper tokens)."""
     scale = cfg.profile.length_scale
-    return {"arm": cfg.arm, "horizon": cfg.horizon.tokens, "seed": cfg.seed, "config_hash": config_hash(cfg),
+    return {"arm": cfg.arm, "horizon": cfg.horizon.tokens, "seed": cfg.seed, "run_hash": run_hash,
             "paper_arm": paper_arm(cfg), "rollout_cap": scaled_length(cfg.horizon.tokens, scale),
             "readout_cap": scaled_length(cfg.eval.max_new_tokens, scale)}

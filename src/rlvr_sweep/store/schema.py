@@ -1,6 +1,6 @@
 """The result tables' schemas, in one place, checked when a table is written and when it is read.
 
-Every table carries the run keys (arm, horizon, seed, config_hash) and the paper arm as columns, so a sweep's files
+Every table carries the run keys (arm, horizon, seed, run_hash) and the paper arm as columns, so a sweep's files
 concatenate into one table with a single pyarrow dataset scan. The schema version is stored in
 each parquet file's metadata; a file from a newer version is refused with a clear message, and
 files from older versions are read when their required columns are present.
@@ -8,9 +8,10 @@ files from older versions are read when their required columns are present.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2  # 2: tables carry `paper_arm`, `rollout_cap`, `readout_cap`; `all_cap` became `capped_unboxed`
+SCHEMA_VERSION = 3  # 3: `run_hash` (settings, data and model) replaces `config_hash` (settings only)
+# 2: tables carry `paper_arm`, `rollout_cap`, `readout_cap`; `all_cap` became `capped_unboxed`
 METADATA_KEY = b"rlvr_sweep.schema_version"
-RUN_KEYS = ("arm", "horizon", "seed", "config_hash")  # a run's identity
+RUN_KEYS = ("arm", "horizon", "seed", "run_hash")  # run_hash: the run's identity (store.identity)
 # the columns every table carries: paper_arm labels arm + horizon; rollout_cap and readout_cap are the
 # lengths a run actually used, in its profile's tokens (horizon is in paper tokens)
 TABLE_KEYS = (*RUN_KEYS, "paper_arm", "rollout_cap", "readout_cap")

@@ -57,8 +57,9 @@ def _hydra_entry(raw) -> dict:
 
     from rlvr_sweep.data import DataError
     from rlvr_sweep.policy import ModelLoadError
-    from rlvr_sweep.run import run, with_checkpoint_identity  # heavy imports (torch, transformers) only when a job runs
-    from rlvr_sweep.store import RunBusyError, UnfinishedRunError, run_dir_for
+    from rlvr_sweep.run import plan, run_plan  # heavy imports (torch, transformers) only when a job runs
+    from rlvr_sweep.run.loggers import check_loggers
+    from rlvr_sweep.store import RunBusyError, UnfinishedRunError
     from rlvr_sweep.sweep.summary import BUSY, JOB_ERROR, POINTER, SKIPPED, format_summary
 
     user_errors = (ConfigError, DataError, ModelLoadError, UnfinishedRunError, ImportError)  # one line
@@ -66,9 +67,11 @@ def _hydra_entry(raw) -> dict:
     single = HydraConfig.get().mode == RunMode.RUN
     job_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
-        cfg = with_checkpoint_identity(build_config(raw))
-        (job_dir / POINTER).write_text(str(run_dir_for(cfg).resolve()))
-        info = run(cfg)
+        cfg = build_config(raw)
+        check_loggers(cfg.logger)
+        job = plan(cfg)
+        (job_dir / POINTER).write_text(str(job.run_dir.resolve()))
+        info = run_plan(job)
     except RunBusyError as err:  # another process runs it: not a failure of this one
         if single:
             _exit_with(err, EXIT_BUSY)

@@ -1,9 +1,11 @@
 """Check a sweep before any job is launched (or submitted to SLURM).
 
 Every job of a multirun is composed from the command line's overrides and built into a checked
-config (`config.build_config`: unknown keys, ranges, combinations), and each one that has not
-already finished is checked further: a model folder or reachable hub id, and readable data files. A problem stops the whole sweep at once,
-naming the job, instead of failing job by job on the cluster.
+config (`config.build_config`: unknown keys, ranges, combinations) and planned as its run would be
+(`run.plan`: the data files read, the model folder found, every prompt within the model's context,
+the identity worked out). A problem stops the whole sweep at once, naming the job, instead of failing
+job by job on the cluster. Data files and model files read once are not read again (`data.jsonl`,
+`store.identity` memoise them by file), so a grid of many jobs on the same files plans quickly.
 """
 
 from __future__ import annotations
@@ -33,30 +35,19 @@ def sweep_jobs(conf_dir: str, overrides: list[str]) -> list[list[str]]:
 
 
 def check_sweep(conf_dir: str, overrides: list[str]) -> int:
-    """Compose and check every job; returns the number of jobs checked."""
-    from rlvr_sweep import data, store
-    from rlvr_sweep.policy import resolve_model_source
+    """Compose and plan every job (`run.plan`: settings, data rows, model folder, prompt lengths);
+    returns the number of jobs checked."""
+    from rlvr_sweep.run import plan
     from rlvr_sweep.run.loggers import check_loggers
 
     job_overrides = [o for o in overrides if not o.startswith("hydra")]
-    checked: dict[str, None] = {}
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
         jobs = sweep_jobs(conf_dir, job_overrides)
         for number, job in enumerate(jobs, start=1):
             try:
                 cfg = build_config(compose("config", overrides=job))
-                if store.is_finished(store.run_dir_for(cfg)):
-                    continue  # it will be skipped
-                for key, check in (
-                    (repr(cfg.logger), lambda: check_loggers(cfg.logger)),
-                    (repr(cfg.model), lambda: resolve_model_source(cfg.model)),
-                    (repr(cfg.data), lambda: data.training_rows(cfg.data)),
-                    (repr((cfg.data, cfg.eval.benchmarks)),
-                     lambda: [data.benchmark_rows(b, cfg.data, 1) for b in cfg.eval.benchmarks]),
-                ):
-                    if key not in checked:
-                        check()
-                        checked[key] = None
+                check_loggers(cfg.logger)
+                plan(cfg)
             except Exception as err:
                 raise PreflightError(f"job {number} of {len(jobs)} ({' '.join(job)}): {err}") from err
     return len(jobs)

@@ -54,7 +54,7 @@ def format_summary(infos: list[dict]) -> str:
             base, trained = acc.get("base", {}).get(name), after.get(name)
             delta = trained - base if base is not None and trained is not None else None
             lines.append(
-                f"{info.get('arm', '?'):<18} {info.get('paper_arm') or '-':<6} {info.get('config_hash', '-'):<8} "
+                f"{info.get('arm', '?'):<18} {info.get('paper_arm') or '-':<6} {info.get('run_hash', '-'):<8} "
                 f"{info.get('seed', '?'):>5} {info.get('horizon', '?'):>7} {caps:>9} {status:<9} {name:<12} "
                 f"{_pct(base):>6} {_pct(trained):>7} {_pct(delta, signed=True):>7} "
                 f"{info.get('wall_seconds', float('nan')):>7.1f}")

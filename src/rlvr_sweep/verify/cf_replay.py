@@ -49,7 +49,7 @@ def replay_step(step_row: dict, pair_rows: pd.DataFrame) -> list[str]:
 def replay_cf(steps: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict:
     """{"steps": fork steps replayed, "active": active groups among them, "problems": [...]} over a sweep's
     collated tables (`steps` and `pairs` carry the run keys; `runs` maps them to run folders)."""
-    keys = ["arm", "horizon", "seed", "config_hash"]
+    keys = ["arm", "horizon", "seed", "run_hash"]
     if not len(steps) or "cf_status" not in steps.columns or "t_star" not in pairs.columns:
         return {"steps": 0, "active": 0, "problems": []}
     fork_steps = steps[steps["cf_status"].notna()].merge(runs[[*keys, "run_dir"]], on=keys, how="left")

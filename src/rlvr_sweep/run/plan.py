@@ -1,0 +1,116 @@
+"""What a run will compute from, and so which run it is, worked out before anything is written.
+
+`plan(cfg)` checks the settings, reads the data (the training rows the run uses, every benchmark's
+rows), finds the model folder (`model.path`, or the hub cache's snapshot of `model.hub_id`), refuses
+a prompt longer than the model's context (naming the file and line), digests the inputs and names the
+run folder from the identity (`store.identity`). `run(cfg)` runs the plan; `status`, the sweep
+preflight and the tests call `plan` to find a command's run folder without running it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlvr_sweep import data, store
+from rlvr_sweep.config import Config, check_config
+from rlvr_sweep.policy import resolve_model_folder
+from rlvr_sweep.store.identity import Identity, identify, model_digest, rows_digest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Plan:
+    cfg: Config
+    train_rows: list[dict]
+    eval_sets: dict[str, list[dict]]  # benchmark -> rows, in read-out order
+    model_folder: Path
+    identity: Identity
+    run_dir: Path
+
+
+def plan(cfg: Config) -> Plan:
+    check_config(cfg)
+    train_rows = data.training_rows(cfg.data) if cfg.task == "train" else []
+    eval_sets = {b: data.benchmark_rows(b, cfg.data, cfg.eval.limit) for b in cfg.eval.benchmarks}
+    folder = resolve_model_folder(cfg.model)  # a missing folder or unreachable hub fails here, in seconds
+    context_problems(cfg, folder, train_rows, eval_sets)
+    identity = identify(cfg, inputs_of(cfg, folder, train_rows, eval_sets))
+    return Plan(cfg, train_rows, eval_sets, folder, identity, store.run_dir_for(cfg, identity.run))
+
+
+def inputs_of(cfg: Config, folder: Path, train_rows: list[dict], eval_sets: dict) -> dict:
+    """{input name: its digest and what it was}: "train", "benchmark/<name>" and "model"."""
+    def where(files) -> list[str]:
+        return [str(f) for f in files]
+
+    inputs = {}
+    if cfg.task == "train":
+        file = data.training_file(cfg.data)
+        inputs["train"] = {"sha256": rows_digest(train_rows), "rows": len(train_rows), "data": cfg.data.name,
+                           "files": where([file] if file else [])}
+    for name, rows in eval_sets.items():
+        inputs[f"benchmark/{name}"] = {"sha256": rows_digest(rows), "rows": len(rows),
+                                       "files": where(data.benchmark_files(name, cfg.data))}
+    inputs["model"] = {**model_digest(folder), "source": cfg.model.path or cfg.model.hub_id, "folder": str(folder)}
+    return inputs
+
+
+MAX_TOKEN_BYTES = 256  # no BPE vocabulary of ours has a longer token (Qwen3's longest is 128 bytes)
+
+
+def context_problems(cfg: Config, folder: Path, train_rows: list[dict], eval_sets: dict) -> None:
+    """Refuse a prompt longer than the model's context (`max_position_embeddings`), naming its file and
+    line. A byte-level BPE token holds at least one byte, so a rendered prompt of at most `context`
+    bytes fits without tokenizing; one of more than `context * MAX_TOKEN_BYTES` bytes cannot fit and is
+    refused before any tokenizer sees it (a tokenizer given 30 MB of text exhausts memory); the few in
+    between are tokenized with the model's own tokenizer."""
+    context = _context_length(folder)
+    if context is None:
+        return
+    parts = [("training row", train_rows, [data.training_file(cfg.data)])] if train_rows else []
+    parts += [(f"{name} item", rows, data.benchmark_files(name, cfg.data)) for name, rows in eval_sets.items()]
+    tokenizer = None
+    for what, rows, files in parts:
+        for row in rows:
+            size = len(data.render_prompt(row["problem"]).encode())
+            if size <= context:
+                continue
+            if size > context * MAX_TOKEN_BYTES:
+                raise data.DataError(_too_long(what, row, files, f"{size:,} bytes", context))
+            if tokenizer is None:
+                from transformers import AutoTokenizer
+
+                tokenizer = AutoTokenizer.from_pretrained(folder)
+            length = len(data.encode_prompts(tokenizer, [row["problem"]])[0])
+            if length > context:
+                raise data.DataError(_too_long(what, row, files, f"{length:,} tokens", context))
+
+
+def _too_long(what: str, row: dict, files: list, size: str, context: int) -> str:
+    where = next((f"{f}:{n}" for f in files if f for n in [_line_of(f, row)] if n), None)
+    return (f"{where or what}: {what} {row.get('id')!r}: the prompt is {size}, longer than the model's "
+            f"context of {context:,} tokens (max_position_embeddings); remove or shorten that row")
+
+
+def _line_of(path: Path, row: dict) -> int | None:
+    """The line of `path` that holds `row`'s problem (only looked up to name a refused row)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                if line.strip() and json.loads(line).get("problem") == row["problem"]:
+                    return number
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _context_length(folder: Path) -> int | None:
+    try:
+        value = json.loads((folder / "config.json").read_text()).get("max_position_embeddings")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None
