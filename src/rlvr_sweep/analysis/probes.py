@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlvr_sweep.store import DONE_MARKER, verify_manifest
+from rlvr_sweep.store import DONE_MARKER, verify_manifest, walk
+from rlvr_sweep.store.walk import PROBE_JSON  # the marker of a probe folder
 
-PROBE_JSON = "probe.json"  # evaluation.cli writes it; the marker of a probe folder
 TABLES = ("greedy", "items", "rows")
 
 
@@ -34,8 +34,7 @@ class Probe:
 
 
 def probe_folders(root) -> list[Path]:
-    return sorted(p.parent for p in Path(root).rglob(PROBE_JSON) if not any(
-        part.startswith(".") for part in p.parent.relative_to(root).parts))
+    return walk(root).probes
 
 
 def load_probes(root, profile: str | None = None) -> tuple[list[Probe], list[str]]:

@@ -37,8 +37,8 @@ from rlvr_sweep.evaluation.probe import ProbeSettings, run_probe
 from rlvr_sweep.policy import ModelLoadError, load_policy, resolve_model_folder
 from rlvr_sweep.reward import get_grader, grading
 from rlvr_sweep.store.identity import model_digest
+from rlvr_sweep.store.walk import PROBE_JSON  # the marker of a probe folder
 
-PROBE_JSON = "probe.json"  # the marker analysis and verify look for
 FILES = {"greedy": "probe_greedy.parquet", "items": "probe_items.parquet", "rows": "probe_rows.parquet"}
 EXIT_OK, EXIT_BAD_INPUT, EXIT_BUSY = 0, 2, 3
 log = logging.getLogger("rlvr_sweep.evaluation.cli")

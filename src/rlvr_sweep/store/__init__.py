@@ -18,10 +18,11 @@ from rlvr_sweep.store.rundir import (
 )
 from rlvr_sweep.store.schema import SCHEMA_VERSION, SchemaError
 from rlvr_sweep.store.tables import TABLES, read_table, write_table
+from rlvr_sweep.store.walk import Walk, walk
 
 __all__ = [
     "CollectError", "DONE_MARKER", "MANIFEST", "RUN_JSON", "RUN_KEYS", "SCHEMA_VERSION", "RunBusyError", "SchemaError",
-    "TABLES", "run_folders",
+    "TABLES", "Walk", "run_folders", "walk",
     "Identity", "UnfinishedRunError", "atomic_write_bytes", "atomic_write_json", "code_version", "collect",
     "config_dict", "finish", "identify", "finished_run_dirs", "is_finished", "is_stale", "mark_done", "prepare_run_dir",
     "read_run_json", "read_table", "remove_temp_files", "run_dir_for", "run_infos", "run_keys", "run_lock",

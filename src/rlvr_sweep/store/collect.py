@@ -1,16 +1,18 @@
 """Collate a sweep: every finished, intact run's tables under a root, one DataFrame per table.
 
-`collect(root)` finds run folders at any depth under `root` (a folder with a `run.json`; folders
-moved aside as `*.stale-*` are ignored). It includes a run only when it is finished (`DONE`),
-intact (every file matches its manifest), and written with this code's result schema; every other
-run is listed in the `skipped` table with the reason, naming the file. Two folders holding the same
-run (the same run keys) are refused, naming both. Finding no run at all is an error that says where
-it looked. Unless `allow_skipped=True`, a skipped run is an error too (`CollectError`), so a table
-never silently lacks a run.
+`collect(root)` finds run folders with the store's one walker (`store.walk`: at any depth, through
+symlinked folders, tolerating folders that appear and vanish; moved-aside `*.stale-*` folders are not
+runs). It includes a run only when it is finished (`DONE`), intact (every file matches its manifest),
+written with this code's result schema, and when every row of its tables carries that folder's own run
+keys (a table copied in from another run is refused, even with a regenerated manifest); every other
+run is listed in the `skipped` table with the reason, naming the file, and so is every folder the
+walker could not read. Two folders holding the same run (the same run keys) are refused, naming both.
+Finding no run at all is an error that says where it looked. Unless `allow_skipped=True`, a skipped
+run is an error too (`CollectError`), so a table never silently lacks a run.
 
-Schema versions: a table written by another version is refused by name (older files are not
-upgraded: version 1 lacks `paper_arm` and names AllCap differently, which no rule can restore
-reliably), so rerun such runs with this code.
+Schema versions: a table or run.json written by another version is refused by name (older files are
+not upgraded: version 2 keyed runs by their settings alone, version 1 lacks `paper_arm`), so rerun
+such runs with this code.
 
 `python -m rlvr_sweep.store collect ROOT --out PREFIX [--allow-skipped]` writes `PREFIX.<table>.parquet`.
 """
@@ -28,8 +30,9 @@ import pyarrow.parquet as pq
 
 from rlvr_sweep.store import schema
 from rlvr_sweep.store.manifest import verify_manifest
-from rlvr_sweep.store.rundir import DONE_MARKER, RUN_JSON, RUN_KEYS, is_stale
+from rlvr_sweep.store.rundir import DONE_MARKER, RUN_JSON, RUN_KEYS
 from rlvr_sweep.store.tables import TABLES
+from rlvr_sweep.store.walk import walk
 
 
 class CollectError(RuntimeError):
@@ -37,16 +40,9 @@ class CollectError(RuntimeError):
 
 
 def run_folders(root) -> tuple[list[Path], list[Path]]:
-    """(run folders, moved-aside folders) under `root`, at any depth: folders holding a run.json."""
-    found, stale = [], []
-    for path in sorted(Path(root).rglob(RUN_JSON)):
-        folder = path.parent
-        rel = folder.relative_to(root).parts if folder != Path(root) else ()
-        if any(is_stale(part) for part in rel):
-            stale.append(folder)
-        elif not any(part.startswith(".") for part in rel):
-            found.append(folder)
-    return found, stale
+    """(run folders, moved-aside folders) under `root` (`store.walk`)."""
+    found = walk(root)
+    return found.runs, found.stale
 
 
 def finished_run_dirs(root) -> list[Path]:
@@ -67,6 +63,27 @@ def run_infos(root, finished_only: bool = True) -> list[dict]:
     return infos
 
 
+def _foreign_rows(path: Path, meta, info: dict) -> str | None:
+    """Why a table's rows are not all this run's (its run keys, from the row groups' statistics), or None."""
+    names = meta.schema.names
+    for key in RUN_KEYS:
+        if key not in names:
+            return f"{path}: no {key!r} column"
+        j = names.index(key)
+        for g in range(meta.num_row_groups):
+            stats = meta.row_group(g).column(j).statistics
+            if stats is None or not stats.has_min_max:
+                values = set(pq.read_table(path, columns=[key]).column(0).to_pylist())
+                low, high = (min(values), max(values)) if values else (info[key], info[key])
+            else:
+                low, high = stats.min, stats.max
+            if low != info[key] or high != info[key]:
+                shown = low if low != info[key] else high
+                return (f"{path}: holds rows of another run ({key} {shown!r}, this folder's run.json says "
+                        f"{info[key]!r}); the table was copied or replaced")
+    return None
+
+
 def _check_run(folder: Path) -> tuple[dict | None, str | None]:
     """(run.json, None) for a finished, intact, current-schema run; else (None, why)."""
     if not (folder / DONE_MARKER).is_file():
@@ -77,10 +94,13 @@ def _check_run(folder: Path) -> tuple[dict | None, str | None]:
         return None, f"unfinished (run.json status: {status})"
     try:
         info = json.loads((folder / RUN_JSON).read_text())
-        if not isinstance(info, dict) or not all(k in info for k in RUN_KEYS):
-            return None, f"{folder / RUN_JSON}: not a run record (needs {list(RUN_KEYS)})"
     except (OSError, ValueError) as err:
         return None, f"{folder / RUN_JSON}: unreadable ({err})"
+    if isinstance(info, dict) and "config_hash" in info and "run_hash" not in info:
+        return None, (f"{folder / RUN_JSON}: written with an older result schema (runs keyed by their settings "
+                      f"alone, schema 2 or older), this code reads {schema.SCHEMA_VERSION}; rerun the run with this code")
+    if not isinstance(info, dict) or not all(k in info for k in RUN_KEYS):
+        return None, f"{folder / RUN_JSON}: not a run record (needs {list(RUN_KEYS)})"
     problems = verify_manifest(folder)
     if problems:
         return None, "damaged: " + "; ".join(problems)
@@ -89,14 +109,18 @@ def _check_run(folder: Path) -> tuple[dict | None, str | None]:
         if not path.is_file():
             continue
         try:
-            meta = pq.read_schema(path).metadata
+            meta = pq.read_metadata(path)
         except (OSError, pa.ArrowException) as err:
             return None, f"{path}: not a readable parquet file ({err})"
-        raw = (meta or {}).get(schema.METADATA_KEY)
+        raw = (meta.metadata or {}).get(schema.METADATA_KEY)
         version = int(raw) if raw else 0
         if version != schema.SCHEMA_VERSION:
             return None, (f"{path}: written with result schema {version}, this code reads {schema.SCHEMA_VERSION}; "
                           "rerun the run with this code (or read it with the rlvr_sweep that wrote it)")
+        if meta.num_rows:
+            foreign = _foreign_rows(path, meta, info)
+            if foreign:
+                return None, foreign
     return {**info, "run_dir": str(folder)}, None
 
 
@@ -107,11 +131,14 @@ def collect(root, allow_skipped: bool = False) -> dict[str, pd.DataFrame]:
     root = Path(root)
     if not root.is_dir():
         raise CollectError(f"no such folder: {root}")
-    folders, stale = run_folders(root)
+    found = walk(root)
+    folders, stale = found.runs, found.stale
     if not folders:
         raise CollectError(f"found no run under {root.resolve()} (looked for run folders, i.e. folders holding a "
-                           f"{RUN_JSON}, at any depth{'; only moved-aside *.stale-* folders' if stale else ''})")
-    infos, skipped = [], []
+                           f"{RUN_JSON}, at any depth{'; only moved-aside *.stale-* folders' if stale else ''})"
+                           + "".join(f"\n  {note}" for note in found.notes()))
+    infos, skipped = [], [{"run_dir": str(path), "reason": f"not read: {why}"} for path, why in found.skipped
+                          if "already visited" not in why]
     for folder in folders:
         info, why = _check_run(folder)
         if info is None:
@@ -126,7 +153,7 @@ def collect(root, allow_skipped: bool = False) -> dict[str, pd.DataFrame]:
                                f"{info['run_dir']}; keep one of them (e.g. move the other out of {root})")
         seen[key] = info["run_dir"]
     if skipped and not allow_skipped:
-        raise CollectError(f"{len(skipped)} of {len(folders)} run(s) under {root} cannot be collected:\n" +
+        raise CollectError(f"{len(skipped)} of {len(folders)} run(s) or folders under {root} cannot be collected:\n" +
                            "\n".join(f"  {s['run_dir']}: {s['reason']}" for s in skipped) +
                            "\n(allow_skipped=True / --allow-skipped collects the others)")
     out = {"runs": pd.json_normalize(infos) if infos else pd.DataFrame(columns=list(RUN_KEYS))}

@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 from rlvr_sweep.config import Config, paper_arm, scaled_length
 from rlvr_sweep.store import schema
 from rlvr_sweep.store.manifest import MANIFEST, manifest_bytes
+from rlvr_sweep.store.walk import STALE_MARK, is_stale  # noqa: F401  (is_stale: re-exported)
 
 DONE_MARKER = "DONE"
 RUN_JSON = "run.json"
@@ -88,15 +89,11 @@ def prepare_run_dir(cfg: Config, run_dir: Path, why: str = "holds an unfinished 
 
 def stale_name(run_dir: Path) -> Path:
     """A free `<name>.stale-<time>-<pid>[-n]` beside the folder (never an existing one)."""
-    base = f"{run_dir.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    base = f"{run_dir.name}{STALE_MARK}{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     candidate, n = run_dir.with_name(base), 1
     while candidate.exists():
         candidate, n = run_dir.with_name(f"{base}-{n}"), n + 1
     return candidate
-
-
-def is_stale(path: Path) -> bool:
-    return ".stale-" in Path(path).name
 
 
 def remove_temp_files(run_dir: Path) -> list[Path]:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from rlvr_sweep import data
 from rlvr_sweep.reward import graders, grading
-from rlvr_sweep.store import DONE_MARKER, RUN_JSON, is_finished, read_table
+from rlvr_sweep.store import DONE_MARKER, RUN_JSON, is_finished, read_table, walk
 
 GRADES_KEY = ("phase", "benchmark", "item_id", "index")
 COMPARE_FILES = {"math500": "math500.jsonl", "gsm8k": "gsm8k_test.jsonl", "amc23": "amc23.jsonl",
@@ -47,7 +47,7 @@ def find_runs(path, finished_only: bool = True) -> list[Path]:
         raise BadInput(f"no such folder: {root}")
     if not root.is_dir():
         raise BadInput(f"not a folder: {root}")
-    runs = sorted(p.parent for p in root.rglob(RUN_JSON) if p.is_file())
+    runs = walk(root).runs
     if not runs:
         raise BadInput(f"no run folder (one holding {RUN_JSON}) at or below {root}")
     chosen = [r for r in runs if not finished_only or is_finished(r)]
