@@ -135,6 +135,7 @@ def tables() -> dict[str, pd.DataFrame]:
                                                             "seconds")}
             totals.update(steps=len(steps), active_steps=sum(s["active"] for s in steps))
             runs.append({**_keys(arm, seed), "profile": "smoke", "status": "finished", "params": 1_000_000,
+                         "group_hash": f"smoke/{arm}/h512", "base_hash": "tiny-base",
                          "horizon_tokens": CAP, "eval_max_new_tokens": EVAL_CAP, "gate_chars": gate,
                          "lengths": {"horizon": CAP, "audit_prefix": cut}, "totals": totals,
                          "accuracy": {"base": {"toy_heldout": 0.25}, "trained": {"toy_heldout": sum(trained) / 4}},

@@ -32,7 +32,7 @@ def sweep() -> Sweep:
               for s, per_bench in [(42, {"math500": [1, 1, 0, 0], "ext240": [1, 0]}),
                                    (7, {"math500": [1, 0, 0, 0], "ext240": [1, 1]})]
               for b, outcomes in per_bench.items() for i, ok in enumerate(outcomes)]
-    runs = pd.DataFrame([{**KEYS, "seed": s, "run_hash": f"h{s}", "profile": "smoke", "finished_at": float(i),
+    runs = pd.DataFrame([{**KEYS, "seed": s, "run_hash": f"h{s}", "group_hash": "g", "profile": "smoke", "finished_at": float(i),
                           "run_dir": "", "eval_max_new_tokens": 256, "length_scale": 0.125, "params": 1000}
                          for i, s in enumerate((42, 7))])
     return Sweep.from_tables({"runs": runs, "steps": pd.DataFrame(steps), "pairs": pd.DataFrame(pairs),

@@ -155,13 +155,30 @@ def test_missing_tables_say_why():
     assert built["table2b"].why and "row 1" in " ".join(built["table2b"].notes)
 
 
-def test_duplicate_runs_keep_the_newest_with_a_note():
+def test_runs_of_one_arm_with_other_settings_are_another_row_never_the_newest(tmp_path):
+    """Seen: analysis kept only the newest run per (profile, arm, horizon, seed), so a 50-item ad-hoc
+    run silently replaced a sweep's seed. Want: runs that differ in more than the seed are another row,
+    labelled by what differs, with a note; nothing is replaced."""
     t = handmade.tables()
-    extra = t["runs"][t["runs"]["arm"] == "ablate_skip"].assign(run_hash="other", finished_at=0.0)
+    folder = tmp_path / "adhoc"
+    folder.mkdir()
+    (folder / "config.yaml").write_text("eval:\n  limit: 50\ntrain:\n  steps: 10\n")
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "config.yaml").write_text("eval:\n  limit: null\ntrain:\n  steps: 100\n")
+    t["runs"].loc[t["runs"]["arm"] == "ablate_skip", "run_dir"] = str(tmp_path / "sweep")
+    extra = t["runs"][t["runs"]["arm"] == "ablate_skip"].assign(run_hash="other", finished_at=1e9,
+                                                                group_hash="adhoc", run_dir=str(folder))
     t["runs"] = pd.concat([t["runs"], extra], ignore_index=True)
+    for name in ("steps", "rollouts", "pairs", "grades"):
+        more = t[name][t[name]["arm"] == "ablate_skip"].assign(run_hash="other")
+        t[name] = pd.concat([t[name], more], ignore_index=True)
     s = Sweep.from_tables(t)
-    assert list(s.runs_of("smoke/ablate_skip/h512")["run_hash"]) == ["abla0101"]
-    assert any("was run more than once" in n for n in s.notes)
+    assert list(s.runs_of("smoke/ablate_skip/h512")["run_hash"]) == ["abla0101"]  # kept, not replaced
+    assert list(s.runs_of("adhoc")["run_hash"]) == ["other"]
+    assert s.label("adhoc") == "ablate_skip [eval.limit=50, train.steps=10]"
+    assert s.label("smoke/ablate_skip/h512") == "ablate_skip"
+    assert any("'ablate_skip' is 2 rows" in n for n in s.notes)
+    assert s.resolve("ablate_skip") is None and s.candidates("ablate_skip") == ["smoke/ablate_skip/h512", "adhoc"]
 
 
 def test_save_tables_writes_parquet_and_markdown(tables, tmp_path):

@@ -18,6 +18,7 @@ from rlvr_sweep.analysis.probes import Probe
 from tests.analysis import handmade
 
 RUN_DIR = {42: "/sweep/smoke/stopped_tree/h512_s42_stop0042", 101: "/sweep/smoke/stopped_tree/h512_s101_stop0101"}
+SAVED = {42: "digest-of-seed-42-weights", 101: "digest-of-seed-101-weights"}  # what each run saved as model/
 GOLDS = handmade.GOLDS  # "5", "4", "10", "1"
 
 # E1 draws per item: (answer, length, correct, capped_unboxed)
@@ -58,11 +59,13 @@ def tables() -> dict[str, pd.DataFrame]:
     runs["eval_batch_size"] = 32
     for seed, folder in RUN_DIR.items():
         runs.loc[(runs["arm"] == "stopped_tree") & (runs["seed"] == seed), "run_dir"] = folder
+        runs.loc[(runs["arm"] == "stopped_tree") & (runs["seed"] == seed), "saved_model_digest"] = SAVED[seed]
     evals, grades = [], []
     for name, seed, model, batch in (("e1", 42, 42, 32), ("e2", 101, 101, 32), ("e3", 101, 101, 64)):
         keys = {"arm": "custom", "horizon": 512, "seed": seed, "run_hash": name, "paper_arm": "", "readout_cap": 16}
         evals.append({**keys, "profile": "smoke", "status": "finished", "task": "evaluate", "finished_at": 1e9,
                       "run_dir": f"/sweep/smoke/evaluate/{name}", "model_source": f"{RUN_DIR[model]}/model",
+                      "model_digest": SAVED[model],
                       "eval_batch_size": batch, "eval_max_new_tokens": 16, "length_scale": 0.125})
         if name == "e1":
             for i, draws in enumerate(SAMPLED):
@@ -109,7 +112,8 @@ def probe() -> Probe:
     rows = pd.DataFrame([{"benchmark": "toy_heldout", "index": i, "condition": c, "prefix_len": k, "fork_pos": pos,
                           "orig_token": orig, "top1_token": top1, "inserted_token": ins, "correct": bool(ok)}
                          for c, i, k, pos, orig, top1, ins, ok in PROBE_ROWS])
-    info = {"donor": {"label": "A", "run_dir": RUN_DIR[42]}, "recipient": {"label": "B", "run_dir": RUN_DIR[101]}}
+    info = {"donor": {"label": "A", "run_dir": RUN_DIR[42], "model_digest": SAVED[42]},
+            "recipient": {"label": "B", "run_dir": RUN_DIR[101], "model_digest": SAVED[101]}}
     return Probe(path="/sweep/smoke/probes/p", info=info, greedy=pd.DataFrame(), items=items, rows=rows)
 
 

@@ -445,7 +445,7 @@ def test_ledger_rows_and_step_fields():
     def pair(k, category, tau, v0, v1, l0, l1):
         leaves = [SimpleNamespace(tokens=[0] * l0), SimpleNamespace(tokens=[0] * l1)]
         return SimpleNamespace(k=k, category=category, tau=tau, v0=v0, v1=v1, top1=v0, top2=v1, margin=0.25,
-                               min_margin=0.1, leaves=leaves)
+                               min_margin=0.1, leaves=leaves, window_start=4, window=(0.3, 0.1))
 
     pairs = [pair(0, "cf_first_gap", 19, 5, 6, 1024, 266), pair(1, "cf_min_margin", 7, 8, 9, 50, 60),
              pair(2, "cf_first_gap", 4, 1, 2, 30, 40), pair(3, "cf_no_fork", 3, -1, -1, 3, 3)]
@@ -458,6 +458,7 @@ def test_ledger_rows_and_step_fields():
         "category": "cf_first_gap", "t_star": 19, "v0": 5, "v1": 6, "r0_raw": 0.0, "r1_raw": 1.0, "l0": 1024,
         "l1": 266}
     assert first["raw_winner"] == "b1" and first["hinge"] and not first["rescue_dup"]
+    assert first["window_start"] == 4 and first["window_margins"] == [0.3, 0.1]  # what verify re-derives t* from
     assert rows[1]["raw_winner"] == "b0" and rows[1]["rescue_dup"] and rows[1]["r1_eff"] == 1.0
     assert rows[3]["raw_winner"] == "" and not rows[3]["hinge"]
     assert first["a_cont1"] == pytest.approx(cf.cont[0, 1].item()) and first["a_pref"] == cf.prefix[0, 0].item()

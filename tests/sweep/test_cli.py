@@ -155,3 +155,38 @@ def test_paper_grid_files_name_arms_1_to_13_and_read_arm13_out_at_batch_64():
 def test_mst_zpd_act35_stops_at_the_papers_90_step_budget():
     cfg = compose_cfg(["+arm=mst_zpd_act35"])
     assert (cfg.train.active_steps, cfg.train.max_steps) == (35, 90)
+
+
+@pytest.mark.slow
+def test_a_killed_job_is_one_failed_line_and_the_summary_is_printed(tmp_path):
+    """Seen: with hydra/launcher=submitit_local, one job killed (kill -9, an OOM) made the sweep command
+    die with submitit's UncompletedJobError traceback and no summary. Want: the summary, with that job
+    as one failed line, the other run finished, exit 1."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from rlvr_sweep.store.lock import lock_path
+    from tests.helpers import run_dir_of
+
+    smoke = ["+arm=ra_flat", "profile=smoke", "train.steps=30", "train.write_every=1", "eval=none"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
+    cmd = [sys.executable, "-m", "rlvr_sweep", *smoke, "run.out_root=runs", "hydra/launcher=submitit_local",
+           "hydra.launcher.submitit_folder=submitit/%j", "-m", "seed=1,2"]
+    sweep = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    victim = run_dir_of(compose_cfg([*smoke, "seed=1", f"run.out_root={tmp_path}/runs"]))
+    deadline, pid = time.monotonic() + 300, None
+    while pid is None and time.monotonic() < deadline and sweep.poll() is None:
+        if (victim / "steps.parquet").is_file():  # training: the job holds the run's lock, its pid inside
+            pid = json.loads(lock_path(victim).read_text())["pid"]
+        time.sleep(0.2)
+    assert pid is not None, sweep.communicate()[0][-3000:]
+    os.kill(pid, signal.SIGKILL)
+    out = sweep.communicate(timeout=600)[0]
+    assert sweep.returncode == 1, out[-3000:]
+    assert "UncompletedJobError" not in out.replace("(UncompletedJobError", "")  # no traceback of it
+    assert "Traceback" not in out
+    assert "Sweep summary" in out and "runs: 1 failed, 1 finished" in out
+    assert "did not finish" in out

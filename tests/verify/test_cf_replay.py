@@ -13,9 +13,14 @@ from rlvr_sweep.verify.cf_replay import replay_cf
 KEYS = {"arm": "rg_cf_grpo", "horizon": 1024, "seed": 42, "run_hash": "abc"}
 
 
+WINDOW_START, THRESHOLD = 2, 0.5
+
+
 def fork_pair(k, tau, l0, l1, category="cf_first_gap"):
+    """A fork at its first margin <= 0.5: the window [2, 8) holds 1.0 before tau, 0.3 at tau, 0.1 after."""
+    window = tuple(1.0 if t < tau else 0.3 if t == tau else 0.1 for t in range(WINDOW_START, 8))
     return ForkPair(k, category, [Leaf([5] * l0, tau, True), Leaf([6] * l1, tau, False)], tau, 0, 0, 5, 6, 5, 6,
-                    0.3, 0.3)
+                    0.3, 0.1, WINDOW_START, window)
 
 
 def stored_step(step, variant, rewards, hinge=0.15):
@@ -37,7 +42,8 @@ def sweep_tables():
         s, p = stored_step(step, variant, rewards)
         steps.append(s)
         pairs += p
-    runs = pd.DataFrame([{**KEYS, "run_dir": "runs/rg_cf_grpo/h1024_s42_abc"}])
+    runs = pd.DataFrame([{**KEYS, "run_dir": "runs/rg_cf_grpo/h1024_s42_abc",
+                          "config": {"sampler.fork_threshold": THRESHOLD}}])
     return pd.DataFrame(steps), pd.DataFrame(pairs), runs
 
 
@@ -45,7 +51,22 @@ def test_every_stored_fork_step_replays():
     steps, pairs, runs = sweep_tables()
     assert list(steps["cf_status"]) == ["active", "active", "active", "gated_rescue_dup"]
     out = replay_cf(steps, pairs, runs)
-    assert out == {"steps": 4, "active": 3, "problems": []}
+    assert out == {"steps": 4, "active": 3, "forks": 16, "problems": []}
+
+
+def test_a_changed_fork_choice_is_caught_from_the_stored_margins():
+    """Seen: changing a fork pair's category or its stored margin passed (the online fork choice was
+    never re-derived). Want: the choice re-derived from the window's margins disagrees, named."""
+    steps, pairs, runs = sweep_tables()
+    at = lambda step, k: (pairs["step"] == step) & (pairs["k"] == k)  # noqa: E731
+    pairs.loc[at(0, 1), "category"] = "cf_min_margin"
+    pairs.loc[at(1, 2), "fork_margin"] = 0.45
+    pairs.loc[at(2, 0), "v1"] = 7
+    problems = replay_cf(steps, pairs, runs)["problems"]
+    assert any("step 0 pair 1: the stored margins give cf_first_gap at t*=5, the ledger says cf_min_margin" in p
+               for p in problems)
+    assert any("step 1 pair 2: fork_margin 0.45 is not the stored margin at t*=2" in p for p in problems)
+    assert any("step 2 pair 0: alternative token 7 is not the best-ranked other than v0=5" in p for p in problems)
 
 
 def test_a_changed_coefficient_or_mass_is_reported():
@@ -53,11 +74,11 @@ def test_a_changed_coefficient_or_mass_is_reported():
     pairs.loc[(pairs["step"] == 1) & (pairs["k"] == 3), "a_cont1"] += 0.01
     steps.loc[steps["step"] == 0, "m_tot"] += 1.0
     problems = replay_cf(steps, pairs, runs)["problems"]
-    assert len(problems) == 2
+    assert len(problems) == 2, problems
     assert "step 0: M_tot replays as" in problems[0] and "step 1 pair 3: coefficients replay as" in problems[1]
 
 
 def test_non_fork_sweeps_have_nothing_to_replay():
     steps = pd.DataFrame([{**KEYS, "step": 0, "active": True}])
     assert replay_cf(steps, pd.DataFrame([{**KEYS, "step": 0, "k": 0}]), pd.DataFrame()) == \
-        {"steps": 0, "active": 0, "problems": []}
+        {"steps": 0, "active": 0, "forks": 0, "problems": []}

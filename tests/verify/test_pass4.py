@@ -18,14 +18,17 @@ def sweep(testtime_sweep):
 
 
 def test_verify_all_runs_pass4(testtime_sweep, tmp_path):
+    """Tables built from the root as typed relative to one folder verify from the root's absolute path
+    (seen: PASS 4 failed on the probe's `path` column): saved paths are relative to the root."""
     tables = tmp_path / "tables"
-    assert cli("rlvr_sweep.analysis", "tables", str(testtime_sweep), "--out", str(tables),
-               "--resamples", "200").returncode == 0
-    proc = cli("rlvr_sweep.verify", "all", str(testtime_sweep), "--tables", str(tables), "--margin-items", "2")
+    assert cli("rlvr_sweep.analysis", "tables", testtime_sweep.name, "--out", str(tables),
+               "--resamples", "200", cwd=testtime_sweep.parent).returncode == 0
+    proc = cli("rlvr_sweep.verify", "all", str(testtime_sweep.resolve()), "--tables", str(tables), "--margin-items", "2")
     lines = {line.split(":")[0]: line for line in proc.stdout.splitlines() if line.startswith("PASS")}
     assert lines.get("PASS 3 ok") and lines.get("PASS 4 ok"), proc.stdout[-4000:]
     p4 = lines["PASS 4 ok"]
     assert "regraded" in p4 and "3 saved tables (5A/5B) rebuilt" in p4 and "not checked" not in p4
+    assert "5 read-outs and probe checkpoints credited by their model digests" in p4  # 3 read-outs, donor, recipient
     # two items of each of the 5 fork read-outs (3 runs: gate_flat base + trained, the evaluate run) and the probe
     assert "margins of 8 items match" in p4
 

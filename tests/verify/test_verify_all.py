@@ -44,5 +44,5 @@ def test_verify_all_fails_on_a_damaged_run(smoke_sweep, tmp_path):
     assert proc.returncode == 1
     out = proc.stdout
     assert "PASS 1 FAILED" in out and "DISAGREE" in out and "grades.parquet" in out and "the manifest" in out
-    assert "PASS 2 ok" in out and "1 finished run(s) left out as damaged" in out
-    assert "failed: PASS 1" in out.splitlines()[-1]
+    assert "PASS 2 ok" in out and "a finished run that cannot enter the tables (damaged" in out
+    assert "failed: PASS 1, PASS 3" in out.splitlines()[-1]

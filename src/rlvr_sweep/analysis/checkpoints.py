@@ -3,9 +3,12 @@
 A sampled or forked read-out is made either by a training run (`eval=sampled_k3` / `eval=fork3`: its
 base and trained policies) or by a `task=evaluate` run of a saved checkpoint (`model.path=<run>/model`,
 phase `eval`). `readouts_of(sweep, name)` returns one `Readout` per (run, phase) with the checkpoint it
-read: a `task=evaluate` read-out of `<run>/model` belongs to that training run's trained checkpoint, so
-its Table 4 row carries the run's training cost and its Table 5B row meets the batch audit of the same
-checkpoint. Read-outs of other folders are named by the evaluate run's arm or the folder's name.
+read. A `task=evaluate` read-out is credited by its weights, never by a folder's name: it belongs to a
+training run's trained checkpoint exactly when the digest of the model it read (`model_digest`, every
+weight, config and tokenizer file) equals the digest of the model that run saved (`saved_model_digest`),
+so its Table 4 row carries the run's training cost and its Table 5B row meets the batch audit of the
+same checkpoint. Any other read-out is its own checkpoint (`model:<digest>`), named by the evaluate
+run's arm or the folder's name; `verify` re-derives every attribution from the digests.
 """
 
 from __future__ import annotations
@@ -52,23 +55,34 @@ def checkpoint_of(sweep: Sweep, run: pd.Series, phase: str) -> tuple[str, str, p
         suffix = "" if phase in ("trained", "eval") else f"#{phase}"
         label = f"{run['label']} seed {run['seed']}" + ("" if not suffix else f" ({phase})")
         return _name(run["run_dir"]) + suffix, label, run if not suffix else None
+    owner = owner_of(sweep, run.get("model_digest"))
+    if owner is not None:
+        return checkpoint_of(sweep, owner, "trained")
     model = run.get("model_source") if isinstance(run.get("model_source"), str) else run.get("model_path")
     model = str(model or "")
     folder = Path(model)
-    if folder.name == "model":  # <run>/model: the trained checkpoint of a run of this sweep?
-        owner = sweep.runs[[_name(d) == folder.parent.name for d in sweep.runs["run_dir"]]]
-        if len(owner):
-            return checkpoint_of(sweep, owner.iloc[0], "trained")
     name = folder.parent.name if folder.name == "model" else (folder.name or model)
     label = run["arm"] if run["arm"] != "custom" else name
-    fingerprint = run.get("model_fingerprint")
-    return f"model:{fingerprint if isinstance(fingerprint, str) else model}", label, None
+    digest = run.get("model_digest")
+    if isinstance(digest, str):  # no run of the sweep saved these weights: the label says whose they are
+        label = f"{label} [model {digest[:8]}, not a run of this sweep]"
+    return f"model:{digest[:16] if isinstance(digest, str) else model}", label, None
 
 
-def run_label(sweep: Sweep, run_dir, fallback: str) -> str:
-    """The sweep's label of the trained checkpoint in `run_dir` ("12. stopped_tree h1024 seed 7"), else `fallback`."""
-    owner = sweep.runs[[_name(d) == _name(run_dir) for d in sweep.runs["run_dir"]]] if run_dir else sweep.runs.iloc[:0]
-    return f"{owner.iloc[0]['label']} seed {owner.iloc[0]['seed']}" if len(owner) else fallback
+def owner_of(sweep: Sweep, digest) -> pd.Series | None:
+    """The training run of the sweep that saved the model with this digest (None: no run, or several:
+    then the checkpoint is not any one run's)."""
+    if not isinstance(digest, str) or not len(sweep.runs) or "saved_model_digest" not in sweep.runs:
+        return None
+    owners = sweep.runs[sweep.runs["saved_model_digest"] == digest]
+    return owners.iloc[0] if len(owners) == 1 else None
+
+
+def run_label(sweep: Sweep, digest, fallback: str) -> str:
+    """The sweep's label of the trained checkpoint with this model digest ("12. stopped_tree h1024 seed 7"),
+    else `fallback`."""
+    owner = owner_of(sweep, digest)
+    return f"{owner['label']} seed {owner['seed']}" if owner is not None else fallback
 
 
 def readouts_of(sweep: Sweep, readout: str | None = None) -> list[Readout]:

@@ -8,18 +8,25 @@ training curves as PNG and PDF into DIR. SWEEP_ROOT is the folder above the prof
 (`outputs/runs`) or one profile's folder. Exit 0 when the sweep was read (a table or figure that
 cannot be built says why and is skipped), 2 when SWEEP_ROOT holds no finished, intact run or an option is
 bad. Runs that are unfinished or damaged are left out and named (`verify all` says what is wrong).
+
+Runs are grouped by identity (`analysis.grouping`): an arm row is the runs that differ only in their
+seed; runs of one arm with other settings or inputs are other rows, labelled by what differs. Both
+commands print first how many run folders they use, which rows were split and what was left out;
+the `runs` table names every folder and the row it stands behind. `--profile` and `--where KEY=VALUE`
+choose runs; the choice is saved as `DIR/selection.json`, which `verify all --tables DIR` applies.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 
 from rlvr_sweep.analysis.contrasts import SHIPPED, load_contrasts
 from rlvr_sweep.analysis.figures import FIGURES
-from rlvr_sweep.analysis.report import ALL_TABLES, OPTIONAL_TABLES, build_tables, save_tables
+from rlvr_sweep.analysis.report import ALL_TABLES, OPTIONAL_TABLES, SELECTION, build_tables, header_lines, save_tables
 from rlvr_sweep.analysis.source import load_sweep
 from rlvr_sweep.store import CollectError
 
@@ -35,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("root", help="sweep root (e.g. outputs/runs)")
         p.add_argument("--out", required=True, help="output folder")
         p.add_argument("--profile", default=None, help="only this profile's runs (smoke, paper, ...)")
+        p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                       help="only runs whose config has KEY=VALUE (repeatable; e.g. --where train.steps=100 "
+                            "--where eval.limit=null)")
     t = sub.choices["tables"]
     t.add_argument("--contrasts", default=None,
                    help=f"Table 2B rows: a YAML file or a shipped list {sorted(SHIPPED)} "
@@ -50,7 +60,7 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     root = Path(args.root)
     try:
-        sweep = load_sweep(root, profile=args.profile)
+        sweep = load_sweep(root, profile=args.profile, where=args.where)
         contrasts = load_contrasts(args.contrasts) if getattr(args, "contrasts", None) else None
         only = [n.strip() for n in getattr(args, "only", "").split(",") if n.strip()]
         if args.command == "tables" and any(n not in ALL_TABLES for n in only):
@@ -64,6 +74,12 @@ def main(argv=None) -> int:
             print(f"  {note}", file=sys.stderr)
         return EXIT_BAD_INPUT
     head = f"{len(sweep.runs)} runs, {len(sweep.units())} arms, benchmarks {sweep.benchmarks()}"
+    header = header_lines(sweep, root)
+    for line in header:
+        print(line, flush=True)
+    print("", flush=True)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / SELECTION).write_text(json.dumps({"profile": args.profile, "where": args.where}, indent=2))
     if args.command == "tables":
         tables = build_tables(sweep, contrasts, args.resamples, args.seed, only)
         if args.only == ",".join(ALL_TABLES):  # not asked for by name: left out where the sweep lacks their runs
@@ -72,15 +88,14 @@ def main(argv=None) -> int:
                 del tables[name]
         for table in tables.values():
             print(table.markdown() + "\n", flush=True)
-        written = save_tables(tables, args.out, [f"sweep {root}: {head}", *sweep.notes])
-        print(f"wrote {len(written)} files to {args.out} ({time.perf_counter() - started:.1f}s; {head})")
-        for note in sweep.notes:
-            print(f"note: {note}")
-        return EXIT_OK
-    written = []
-    for name, draw in FIGURES.items():
-        paths, why = draw(sweep, args.out)
-        written += paths
-        print(f"{name}: " + (why if why else ", ".join(str(p) for p in paths)), flush=True)
+        written = save_tables(tables, args.out, [*header, *(n for n in sweep.notes if n not in header)])
+    else:
+        written = []
+        for name, draw in FIGURES.items():
+            paths, why = draw(sweep, args.out)
+            written += paths
+            print(f"{name}: " + (why if why else ", ".join(str(p) for p in paths)), flush=True)
     print(f"wrote {len(written)} files to {args.out} ({time.perf_counter() - started:.1f}s; {head})")
+    for note in sweep.notes:
+        print(f"note: {note}")
     return EXIT_OK

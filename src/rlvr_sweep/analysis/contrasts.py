@@ -20,7 +20,7 @@ import pandas as pd
 import yaml
 
 from rlvr_sweep.analysis.render import Table, ci_text, num, per_seed
-from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep, item_matrix, seed_order
+from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep, grade_rows, item_matrix, seed_order
 from rlvr_sweep.analysis.stats import bootstrap_ci
 
 SHIPPED = {"paper": "contrasts_paper.yaml", "smoke": "contrasts_smoke.yaml"}
@@ -85,10 +85,20 @@ def load_contrasts(source: str = "paper") -> list[Contrast]:
 
 def contrast_grid(sweep: Sweep, c: Contrast, profile: str | None = None) -> tuple[list, np.ndarray] | str:
     """(seeds, d (seeds, items)) of one contrast in one profile, or why it cannot be computed."""
-    units = [sweep.resolve(ref, profile) for ref in c.arms]
-    absent = [ref for ref, u in zip(c.arms, units) if u is None]
+    found = {}
+    for ref in dict.fromkeys(c.arms):
+        rows = sweep.candidates(ref, profile)
+        if len(rows) > 1:  # several rows of one arm: the ones that read this benchmark out
+            rows = [u for u in rows if len(grade_rows(sweep, u, c.benchmark))] or rows
+        found[ref] = rows
+    absent = [ref for ref, rows in found.items() if not rows]
     if absent:
-        return f"arm {', '.join(absent)} not in the sweep (or naming several of its arms)"
+        return f"arm {', '.join(absent)} not in the sweep"
+    for ref, rows in found.items():
+        if len(rows) > 1:
+            return (f"arm {ref} names {len(rows)} rows ({'; '.join(sweep.label(u) for u in rows)}): choose the "
+                    "runs with --where or --profile")
+    units = [found[ref][0] for ref in c.arms]
     mats = [item_matrix(sweep, u, c.benchmark, c.metric, seeds=c.seeds) for u in units]
     if any(not seeds for seeds, _, _ in mats):
         return f"no {c.benchmark} read-out for arm {', '.join(r for r, m in zip(c.arms, mats) if not m[0])}"

@@ -87,7 +87,11 @@ def training_curves(sweep: Sweep, out) -> tuple[list[Path], str | None]:
     units = [u for u in sweep.units() if len(sweep.steps[sweep.steps["unit"] == u])]
     if not units:
         return [], "no run has a steps ledger"
-    written = []
+    written, stems = [], {}
+    for u in units:
+        first = sweep.runs_of(u).iloc[0]
+        stems.setdefault(f"curves_{first['profile']}_{first['arm']}_h{first['horizon']}", []).append(u)
+    name = {u: stem if len(us) == 1 else f"{stem}_{u[:8]}" for stem, us in stems.items() for u in us}
     for u in units:
         steps = sweep.steps[sweep.steps["unit"] == u]
         fig, axes = plt.subplots(1, 4, figsize=(16, 3.4))
@@ -103,7 +107,7 @@ def training_curves(sweep: Sweep, out) -> tuple[list[Path], str | None]:
             ax.set_xlabel("step")
         axes[0].legend(fontsize=7)
         fig.suptitle(f"Training curves: {sweep.label(u)}")
-        written += _save(fig, Path(out), "curves_" + u.replace("/", "_"))
+        written += _save(fig, Path(out), name[u])  # an arm with several rows: each row's group hash too
     return written, None
 
 

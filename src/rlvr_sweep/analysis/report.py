@@ -23,11 +23,12 @@ from rlvr_sweep.analysis.table5a import build_table5a, build_table5a_tf
 from rlvr_sweep.analysis.table5b import build_table5b
 from rlvr_sweep.analysis.table5c import build_table5c
 
-TABLES = ("table1", "table2a", "table2b", "table3", "table4", "table5c", "audit")  # PASS 3 rebuilds these
+TABLES = ("runs", "table1", "table2a", "table2b", "table3", "table4", "table5c", "audit")  # PASS 3 rebuilds these
 TEST_TIME_TABLES = ("table5a_tf", "table5a", "table5b")  # from probes and fork read-outs; PASS 4 rebuilds these
 ALL_TABLES = (*TABLES, *TEST_TIME_TABLES)
 # left out of a default build (not asked for by name) when the sweep has nothing for them
 OPTIONAL_TABLES = ("table5c", *TEST_TIME_TABLES)
+SELECTION = "selection.json"  # beside the saved tables: the --profile / --where they were built with
 
 
 def default_contrasts(sweep: Sweep) -> list[Contrast]:
@@ -43,6 +44,7 @@ def build_tables(sweep: Sweep, contrasts: list[Contrast] | None = None, n_resamp
     if unknown:
         raise ValueError(f"unknown table(s) {unknown}; valid: {list(ALL_TABLES)}")
     builders = {
+        "runs": lambda: build_runs_table(sweep),
         "table1": lambda: build_table1(sweep),
         "table2a": lambda: build_table2a(sweep),
         "table2b": lambda: build_table2b(sweep, default_contrasts(sweep) if contrasts is None else contrasts,
@@ -56,6 +58,33 @@ def build_tables(sweep: Sweep, contrasts: list[Contrast] | None = None, n_resamp
         "table5b": lambda: build_table5b(sweep, n_resamples, seed),
     }
     return {name: builders[name]() for name in only}
+
+
+def build_runs_table(sweep: Sweep) -> Table:
+    """Every run folder the sweep saw (relative to its root): the row it stands behind, or why not."""
+    title = "Runs: every run folder found, and the row of the tables it stands behind"
+    frame = sweep.provenance.copy()
+    if not len(frame):
+        return Table.unbuilt("runs", title, "no run folder found")
+    frame["run_dir"] = [sweep.relative(d) for d in frame["run_dir"]]
+    frame = frame.sort_values(["used", "run_dir"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    frame["seed"] = frame["seed"].astype("Int64")
+    display = pd.DataFrame({"Run folder": frame["run_dir"], "Seed": frame["seed"].astype(str).replace("<NA>", ""),
+                            "Row": frame["row"].fillna(""), "Left out because": frame["why"].fillna("")})
+    used = int(frame["used"].sum())
+    return Table("runs", title, frame, display, notes=[f"{used} of {len(frame)} run folders stand behind the tables"])
+
+
+def header_lines(sweep: Sweep, root) -> list[str]:
+    """What a reader must know before the tables: how many runs, which rows were split, what was left out."""
+    kept = int(sweep.provenance["used"].sum()) if len(sweep.provenance) else len(sweep.runs)
+    out = [f"sweep {root}: {kept} of {len(sweep.provenance)} run folders used ({len(sweep.runs)} training runs in "
+           f"{len(sweep.units())} arm rows, {len(sweep.eval_runs)} read-outs of checkpoints); benchmarks "
+           f"{sweep.benchmarks()}; every folder and its row: the runs table"]
+    left = len(sweep.provenance) - kept
+    if left:
+        out.append(f"{left} run folder(s) left out (see the runs table and the notes below)")
+    return out + [n for n in sweep.notes if " rows (their runs differ" in n or n.startswith("selected ")]
 
 
 def parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:

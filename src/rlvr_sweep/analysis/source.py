@@ -1,11 +1,14 @@
-"""A sweep as analysis sees it: the collated tables, one run per (profile, arm, horizon, seed).
+"""A sweep as analysis sees it: the collated tables, its runs grouped by identity into arm rows.
 
 `load_sweep(root)` wraps `rlvr_sweep.store.collect` and adds what the tables need to be grouped:
-`unit` (profile/arm/h<horizon>: the seeds of one arm), a printable `label` ("5. stopped_tree",
-"12. stopped_tree h1024", "ablate_skip"), and from each run's stored config.yaml the profile's
-`length_scale` and the `optimizer_step` / `accumulate_questions` that PASS 3 needs. When an arm and
-seed were run twice with different settings the newest finished run is kept and a note says so.
-`item_matrix` aligns one arm's per-item outcomes across seeds for the bootstrap (paper §5.3).
+`unit` (the run's `group_hash`: the runs whose identities differ only in the seed, `analysis.grouping`),
+a printable `label` ("5. stopped_tree", "12. stopped_tree h1024", "ablate_skip"; rows that would print
+alike say how they differ), and from each run's stored config.yaml the profile's `length_scale`, the
+`optimizer_step` / `accumulate_questions` that PASS 3 needs and the whole flattened config (`config`,
+what `--where` selects on). Runs of one arm with other settings or inputs are other rows: nothing is
+pooled as seeds by name, nothing replaced by the newest. `provenance` names every run folder the sweep
+saw and whether it stands behind a row (and which) or why not. `item_matrix` aligns one arm's per-item
+outcomes across seeds for the bootstrap (paper §5.3).
 
 Test-time read-outs stay out of the training tables: `grades` holds the greedy read-outs of training
 runs only; `task=evaluate` runs (read-outs of saved checkpoints) are `eval_runs`, and their rows plus
@@ -20,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
+from rlvr_sweep.analysis.grouping import distinguish, identity_settings, parse_where, read_config, select_runs, split_notes
 from rlvr_sweep.analysis.probes import load_probes
 from rlvr_sweep.store import RUN_KEYS, collect
 
@@ -67,22 +70,23 @@ def _label(row, several_profiles: bool) -> str:
     return f"[{row['profile']}] {name}" if several_profiles else name
 
 
-def _config_fields(run_dir) -> dict:
-    """The few settings analysis needs that run.json does not hold, from the run's config.yaml."""
-    path = Path(run_dir) / "config.yaml" if isinstance(run_dir, str) and run_dir else None
-    try:
-        cfg = yaml.safe_load(path.read_text()) if path and path.is_file() else {}
-    except (OSError, yaml.YAMLError):
-        cfg = {}
-    cfg = cfg if isinstance(cfg, dict) else {}
-    get = lambda group, key, default: (cfg.get(group) or {}).get(key, default)  # noqa: E731
-    return {"length_scale": float(get("profile", "length_scale", 1.0)),
-            "optimizer_step": get("optimizer_step", "name", None),
-            "accumulate_questions": int(get("train", "accumulate_questions", 1) or 1),
+def _config_fields(config: dict) -> dict:
+    """The few settings analysis needs that run.json does not hold, from the run's flattened config."""
+    get = lambda key, default: config.get(key, default)  # noqa: E731
+    return {"length_scale": float(get("profile.length_scale", 1.0)),
+            "optimizer_step": get("optimizer_step.name", None),
+            "accumulate_questions": int(get("train.accumulate_questions", 1) or 1),
             # which read-out a run made, and of what: test-time tables group read-outs by checkpoint
-            "task": cfg.get("task", "train"), "eval_name": get("eval", "name", "greedy"),
-            "eval_batch_size": get("eval", "batch_size", None), "eval_schedule": get("eval", "schedule", "fixed"),
-            "model_path": get("model", "path", None)}
+            "task": config.get("task", "train"), "eval_name": get("eval.name", "greedy"),
+            "eval_batch_size": get("eval.batch_size", None), "eval_schedule": get("eval.schedule", "fixed"),
+            "model_path": get("model.path", None)}
+
+
+def _described(run: pd.Series) -> dict:
+    """What tells a run's row apart from another's: its settings and its inputs' digests (short)."""
+    inputs = {f"inputs.{c[len('inputs.'):]}": str(run[c])[:8] for c in run.index
+              if c.startswith("inputs.") and isinstance(run[c], str)}
+    return {**identity_settings(run["config"]), **inputs}
 
 
 @dataclass
@@ -100,42 +104,75 @@ class Sweep:
     readouts: pd.DataFrame = field(default_factory=pd.DataFrame)
     # prefix-splice probe folders found under the root (`analysis.probes`)
     probes: list = field(default_factory=list)
+    # one row per run folder seen: run_dir, task, arm, seed, used (bool), row (its row's label) or why not
+    provenance: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # base model read-outs: base_hash -> label (one row of Table 1 each)
+    base_labels: dict = field(default_factory=dict)
+    root: Path | None = None  # where the sweep was read from (paths in saved tables are relative to it)
+
+    def relative(self, path) -> str:
+        """`path` relative to the sweep root, so saved tables read the same from any working directory."""
+        if not path or self.root is None:
+            return str(path or "")
+        try:
+            return Path(str(path)).relative_to(self.root).as_posix()
+        except ValueError:
+            return str(path)
 
     @classmethod
-    def from_tables(cls, tables: dict, notes=()) -> "Sweep":
-        """A Sweep from `collect`-shaped tables (hand-made ones in tests too)."""
+    def from_tables(cls, tables: dict, notes=(), where=None, profile: str | None = None) -> "Sweep":
+        """A Sweep from `collect`-shaped tables (hand-made ones in tests too), keeping the runs of
+        `profile` whose config matches `where` ([(key, value)], `grouping.parse_where`)."""
         notes = list(notes)
         runs = tables["runs"].copy()
         # run.json fields the tables read; a run written without one gets a missing value, not a KeyError
         defaults = {"profile": "", "paper_arm": "", "finished_at": 0.0, "run_dir": "", "params": np.nan,
                     "horizon_tokens": np.nan, "eval_max_new_tokens": np.nan, "lengths.audit_prefix": np.nan,
-                    "gate_chars": None}
+                    "gate_chars": None, "group_hash": None, "base_hash": None, "saved_model_digest": None,
+                    "model_digest": None}
         for column, default in defaults.items():
             if column not in runs.columns:
                 runs[column] = default
         runs["paper_arm"] = runs["paper_arm"].fillna("").astype(str)
         runs["profile"] = runs["profile"].fillna("").astype(str)
+        runs["config"] = [read_config(d) for d in runs["run_dir"]] if len(runs) else []
         if len(runs):
-            extra = pd.DataFrame([_config_fields(d) for d in runs["run_dir"]], index=runs.index)
+            extra = pd.DataFrame([_config_fields(c) for c in runs["config"]], index=runs.index)
             for column in extra.columns:
                 runs[column] = runs[column].fillna(extra[column]) if column in runs.columns else extra[column]
+        provenance = [{"run_dir": d, "task": t, "arm": a, "seed": sd, "used": True, "why": ""}
+                      for d, t, a, sd in zip(runs["run_dir"], runs.get("task", "train"), runs["arm"], runs["seed"])]
+        keep = pd.Series(True, index=runs.index)
+        if profile is not None:
+            keep &= runs["profile"] == profile
+        chosen, where_notes = select_runs(runs, list(runs["config"]), where)
+        notes += where_notes
+        for i, (k, c) in enumerate(zip(keep, chosen)):
+            if not (k and c):
+                provenance[i].update(used=False, why=f"not profile {profile}" if not k else "not selected by --where")
+        runs = runs[keep & chosen]
         evals = runs[runs["task"] == "evaluate"] if "task" in runs.columns else runs.iloc[:0]
         runs = runs.drop(evals.index)
+        base_labels = {}
         if len(runs):
-            runs = runs.sort_values("finished_at", kind="stable")
-            twice = runs.duplicated(["profile", "arm", "horizon", "seed"], keep="last")
-            for _, r in runs[twice].iterrows():
-                notes.append(f"{r['profile']}/{r['arm']} h{r['horizon']} seed {r['seed']} was run more than once; "
-                             f"kept the newest run, not config {r['run_hash']}")
-            runs = runs[~twice]
+            runs["unit"] = [g if isinstance(g, str) and g else h for g, h in zip(runs["group_hash"], runs["run_hash"])]
             several = runs["profile"].nunique() > 1
-            runs["unit"] = [f"{p}/{a}/h{h}" for p, a, h in zip(runs["profile"], runs["arm"], runs["horizon"])]
-            runs["label"] = [_label(r, several) for _, r in runs.iterrows()]
+            first = runs.drop_duplicates("unit").set_index("unit")
+            sizes = runs["unit"].value_counts().to_dict()
+            plain = {u: _label(r, several) for u, r in first.iterrows()}
+            labels = distinguish(plain, {u: _described(r) for u, r in first.iterrows()}, sizes)
+            notes += split_notes(labels, plain, sizes, "arm")
+            runs["label"] = runs["unit"].map(labels)
             runs["unit_order"] = [_unit_order(r) for _, r in runs.iterrows()]
             runs["seed_order"] = [seed_order(s) for s in runs["seed"]]
-            runs = runs.sort_values(["unit_order", "seed_order"], kind="stable").reset_index(drop=True)
+            runs = runs.sort_values(["unit_order", "label", "seed_order"], kind="stable").reset_index(drop=True)
+            base_labels = _base_labels(runs, notes)
         else:
             runs = runs.assign(unit=pd.Series(dtype=str), label=pd.Series(dtype=str))
+        by_dir = dict(zip(runs["run_dir"], runs["label"]))
+        for row in provenance:
+            if row["used"] and row["run_dir"] in by_dir:
+                row["row"] = by_dir[row["run_dir"]]
         keys = runs[[*RUN_KEYS, "unit"]] if len(runs) else None
         out = {}
         for name in TABLE_NAMES:
@@ -151,10 +188,15 @@ class Sweep:
             evals = evals.assign(unit=[f"{p}/evaluate/{Path(str(d)).name}" for p, d in zip(evals["profile"],
                                                                                        evals["run_dir"])],
                                  label=list(evals["arm"]))
-        return cls(runs=runs, notes=notes, eval_runs=evals.reset_index(drop=True), readouts=readouts, **out)
+            for row in provenance:
+                if row["used"] and row["task"] == "evaluate":
+                    row["row"] = "read-out of a checkpoint"
+        return cls(runs=runs, notes=notes, eval_runs=evals.reset_index(drop=True), readouts=readouts,
+                   provenance=pd.DataFrame(provenance, columns=["run_dir", "task", "arm", "seed", "used", "row", "why"]),
+                   base_labels=base_labels, **out)
 
     def units(self) -> list[str]:
-        """Every arm of the sweep (profile/arm/h<horizon>), in the paper's order."""
+        """Every arm row of the sweep (its `group_hash`), in the paper's order."""
         return list(dict.fromkeys(self.runs["unit"])) if len(self.runs) else []
 
     def runs_of(self, unit: str, seeds=None) -> pd.DataFrame:
@@ -174,9 +216,9 @@ class Sweep:
         names = g.loc[g["phase"] == phase, "benchmark"].unique() if len(g) else []
         return sorted(names, key=benchmark_order)
 
-    def resolve(self, ref: str, profile: str | None = None) -> str | None:
-        """The unit a contrast's arm reference names: a paper arm label ("5", "ablate_selective"), else an
-        arm name (optionally "arm@h1024"). None when the sweep lacks it (or it is ambiguous)."""
+    def candidates(self, ref: str, profile: str | None = None) -> list[str]:
+        """Every arm row a contrast's arm reference names: a paper arm label ("5", "ablate_selective"),
+        else an arm name (optionally "arm@h1024")."""
         runs = self.runs if profile is None else self.runs[self.runs["profile"] == profile]
         ref = str(ref)
         hit = runs[runs["paper_arm"] == ref]
@@ -185,8 +227,37 @@ class Sweep:
             hit = runs[runs["arm"] == arm]
             if horizon:
                 hit = hit[hit["horizon"].astype(str) == horizon]
-        units = list(dict.fromkeys(hit["unit"]))
+        return list(dict.fromkeys(hit["unit"]))
+
+    def resolve(self, ref: str, profile: str | None = None) -> str | None:
+        """The one arm row `ref` names (`candidates`); None when the sweep lacks it or it names several."""
+        units = self.candidates(ref, profile)
         return units[0] if len(units) == 1 else None
+
+
+def _base_labels(runs: pd.DataFrame, notes: list) -> dict:
+    """{base_hash: label} of the base model read-outs: one per base model and read-out setting."""
+    if "base_hash" not in runs.columns or not runs["base_hash"].notna().any():
+        return {}
+    first = runs[runs["base_hash"].notna()].drop_duplicates("base_hash").set_index("base_hash")
+    sizes = runs["base_hash"].value_counts().to_dict()
+    plain = {b: BASE_LABEL for b in first.index}
+
+    def described(r) -> dict:
+        keep = ("model.", "eval.", "grader.", "profile.", "train.num_threads")
+        settings = {k: v for k, v in identity_settings(r["config"]).items() if k.startswith(keep)}
+        for key in ("model.path", "model.hub_id"):  # where it came from tells a reader which model
+            settings[key] = r["config"].get(key)
+        inputs = {f"inputs.{c[len('inputs.'):]}": str(r[c])[:8] for c in r.index
+                  if c.startswith("inputs.") and c != "inputs.train" and isinstance(r[c], str)}
+        return {**settings, **inputs}
+
+    labels = distinguish(plain, {b: described(r) for b, r in first.iterrows()}, sizes)
+    notes += split_notes(labels, plain, sizes, "the base model row")
+    return labels
+
+
+BASE_LABEL = "base model (0 updates)"
 
 
 def _readout_rows(grades, runs: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
@@ -204,18 +275,21 @@ def _readout_rows(grades, runs: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFra
     return rows[keep].reset_index(drop=True)
 
 
-def load_sweep(root, profile: str | None = None) -> Sweep:
-    """Every finished, intact run under `root` (optionally one profile) as a `Sweep`.
+def load_sweep(root, profile: str | None = None, where=None) -> Sweep:
+    """Every finished, intact run under `root` as a `Sweep`; optionally only one profile's runs and
+    those whose config matches every `key=value` of `where` (strings, `--where train.steps=100`).
 
     Runs that `collect` leaves out (unfinished, damaged, another schema) are not analysed; each is
-    named in `Sweep.notes` with the reason. Raises `rlvr_sweep.store.CollectError` when `root` holds
-    no run folder at all or two folders hold the same run."""
+    named in `Sweep.notes` and `Sweep.provenance` with the reason. Raises
+    `rlvr_sweep.store.CollectError` when `root` holds no run folder at all or two folders hold the
+    same run, ValueError for a malformed `where`."""
     tables = collect(Path(root), allow_skipped=True)
     notes = [f"left out {r.run_dir}: {r.reason}" for r in tables["skipped"].itertuples()]
-    if profile is not None and len(tables["runs"]):
-        keep = tables["runs"][tables["runs"]["profile"] == profile]
-        tables = {**tables, "runs": keep}
-    sweep = Sweep.from_tables(tables, notes)
+    sweep = Sweep.from_tables(tables, notes, where=parse_where(where), profile=profile)
+    left = pd.DataFrame([{"run_dir": r.run_dir, "task": "", "arm": "", "seed": None, "used": False, "row": None,
+                          "why": r.reason} for r in tables["skipped"].itertuples()], columns=sweep.provenance.columns)
+    sweep.provenance = pd.concat([sweep.provenance, left], ignore_index=True) if len(left) else sweep.provenance
+    sweep.root = Path(root)
     sweep.probes, probe_notes = load_probes(root, profile)
     sweep.notes += probe_notes
     return sweep

@@ -1,10 +1,11 @@
 """Table 1 (seed paper §5.2): per arm, accuracy mean ± SD with per-seed values on every benchmark,
-cap hits on the main benchmark, token totals, FLOP proxies and seconds; the base model is its own row.
+cap hits on the main benchmark, token totals, FLOP proxies and seconds; the base model is its own row
+(one per base model and read-out setting).
 
 Accuracies come from the stored grade rows (not run.json), token totals from run.json `totals` (PASS 3
 checks that they equal the steps ledger), the proxies from each run's own parameter count. Cap hits
 (`AllCap2048`: responses that hit the read-out cap) and `IncTrunc` (capped and wrong) are counted on
-MATH-500, or on the sweep's first benchmark when it has no MATH-500 (smoke: toy_heldout).
+MATH-500, or, when not every arm row read MATH-500 out, on the benchmark most rows did (smoke: toy_heldout).
 """
 
 from __future__ import annotations
@@ -14,15 +15,20 @@ import pandas as pd
 
 from rlvr_sweep.analysis.flops import TOKEN_KEYS, ledger_tokens, proxies
 from rlvr_sweep.analysis.render import Table, mean_sd_text, num, per_seed, tflops
-from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep, grade_rows
+from rlvr_sweep.analysis.source import BASE_LABEL, BENCHMARK_NAMES, Sweep, grade_rows
 from rlvr_sweep.analysis.stats import mean_sd
 
-BASE_LABEL = "base model (0 updates)"
 
 
 def cap_benchmark(sweep: Sweep) -> str | None:
+    """MATH-500 when every arm row read it out (the paper's AllCap2048), else the benchmark most rows
+    read out (first in the paper's order on a tie)."""
     names = sweep.benchmarks()
-    return "math500" if "math500" in names else (names[0] if names else None)
+    g = sweep.grades
+    if not names or not len(g):
+        return None
+    rows = g[g["phase"] == "trained"].groupby("benchmark")["unit"].nunique()
+    return max(names, key=lambda b: (int(rows.get(b, 0)), b == "math500", -names.index(b)))
 
 
 def parts_of(sweep: Sweep, benchmark: str) -> list[str]:
@@ -79,13 +85,26 @@ def _arm_row(sweep: Sweep, unit: str, benchmarks: list[str], cap_bench: str | No
     return row
 
 
-def _base_row(sweep: Sweep, benchmarks: list[str], cap_bench: str | None) -> dict | None:
-    """The untrained policy: every run read it out (greedy, so the same numbers unless settings differ)."""
+def _base_rows(sweep: Sweep, benchmarks: list[str], cap_bench: str | None) -> list[dict]:
+    """The untrained policy, one row per base model and read-out setting (`base_hash`): every run of
+    that base read it out (greedy, so the same numbers; an SD over runs shows where they differ)."""
     g = sweep.grades
     base = g[g["phase"] == "base"] if len(g) else g
     if not len(base):
-        return None
-    row = {"label": BASE_LABEL, "unit": "", "paper_arm": "", "arm": "base", "horizon": 0,
+        return []
+    of_run = dict(zip(sweep.runs["run_hash"], sweep.runs["base_hash"].fillna("")))
+    base = base.assign(base_hash=base["run_hash"].map(of_run).fillna(""))
+    return [_base_row(part, sweep.base_labels.get(key, BASE_LABEL), key, benchmarks, cap_bench)
+            for key, part in sorted(base.groupby("base_hash", sort=False), key=lambda kv: _first_run(sweep, kv[1]))]
+
+
+def _first_run(sweep: Sweep, rows: pd.DataFrame) -> int:
+    order = {h: i for i, h in enumerate(sweep.runs["run_hash"])}
+    return min(order.get(h, len(order)) for h in rows["run_hash"].unique())
+
+
+def _base_row(base: pd.DataFrame, label: str, key: str, benchmarks: list[str], cap_bench: str | None) -> dict:
+    row = {"label": label, "unit": f"base:{key}", "is_base": True, "paper_arm": "", "arm": "base", "horizon": 0,
            "n_seeds": int(base["run_hash"].nunique()), "seeds": ""}
     for b in benchmarks:
         name, _, source = b.partition("/")
@@ -115,9 +134,8 @@ def build_table1(sweep: Sweep) -> Table:
     main = sweep.benchmarks()
     benchmarks = [x for b in main for x in [b, *parts_of(sweep, b)]]
     cap_bench = cap_benchmark(sweep)
-    rows = [_arm_row(sweep, u, benchmarks, cap_bench) for u in units]
-    base = _base_row(sweep, benchmarks, cap_bench)
-    frame = pd.DataFrame(([base] if base else []) + rows)
+    rows = [{**_arm_row(sweep, u, benchmarks, cap_bench), "is_base": False} for u in units]
+    frame = pd.DataFrame(_base_rows(sweep, benchmarks, cap_bench) + rows)
     return Table("table1", title, frame, _display(frame, main, benchmarks, cap_bench),
                  notes=[f"cap hits counted on {cap_bench} (read-out cap: run.json eval_max_new_tokens)"]
                  if cap_bench else [])
@@ -153,7 +171,7 @@ def _acc_text(r, b: str) -> str:
     mean = r.get(f"{b}.mean")
     if mean is None or (isinstance(mean, float) and np.isnan(mean)):
         return "—"
-    if r["label"] == BASE_LABEL:
+    if r.get("is_base") is True:
         sd = r.get(f"{b}.sd", 0.0)
         count = f" ({num(r.get(f'{b}.n_correct'), 0)}/{num(r.get(f'{b}.n_items'), 0)})"
         return f"{num(mean)}{count}" + (f" ± {num(sd)} over runs" if sd and not np.isnan(sd) else "")

@@ -37,10 +37,10 @@ def _frac(k: int, n: int) -> str:
 def probe_label(sweep: Sweep, probe) -> str:
     """"donor -> recipient", each named as the sweep names its run when the probe read a run's model."""
     a, b = probe.info["donor"], probe.info["recipient"]
-    return f"{run_label(sweep, a.get('run_dir'), a['label'])} -> {run_label(sweep, b.get('run_dir'), b['label'])}"
+    return f"{run_label(sweep, a.get('model_digest'), a['label'])} -> {run_label(sweep, b.get('model_digest'), b['label'])}"
 
 
-def agreement_rows(probe, label: str) -> list[dict]:
+def agreement_rows(probe, label: str, path: str) -> list[dict]:
     items, out = probe.items, []
     if not len(items):  # no discordant item: nothing was probed
         return []
@@ -61,7 +61,7 @@ def agreement_rows(probe, label: str) -> list[dict]:
                 logp.append(float(it["tf_logprob"][t]))
             positions += span
         mean = lambda v: float(np.mean(v)) if v else math.nan  # noqa: E731
-        out.append({"probe": label, "path": str(probe.path), "benchmark": b, "items": len(part),
+        out.append({"probe": label, "path": path, "benchmark": b, "items": len(part),
                     "positions": positions, "agreed": len(agree_m), "mismatches": len(miss_m),
                     "agreement": 100 * len(agree_m) / positions if positions else math.nan,
                     "geo_mean_prob": 100 * math.exp(sum(logp) / positions) if positions else math.nan,
@@ -73,7 +73,7 @@ def agreement_rows(probe, label: str) -> list[dict]:
 
 def build_table5a_tf(sweep: Sweep) -> Table:
     title = "Table 5A (teacher forcing): the recipient's argmax along the donor's first 160 tokens (§5.6 item 1)"
-    rows = [r for p in sweep.probes for r in agreement_rows(p, probe_label(sweep, p))]
+    rows = [r for p in sweep.probes for r in agreement_rows(p, probe_label(sweep, p), sweep.relative(p.path))]
     if not rows:
         return Table.unbuilt("table5a_tf", title, "no prefix-splice probe folder with discordant items under the "
                                                   f"root ({HOW})")
@@ -93,7 +93,7 @@ def _bench(b: str) -> str:
     return {"all": "All", "pool": "Pool"}.get(b, BENCHMARK_NAMES.get(b, b))
 
 
-def condition_rows(probe, label: str) -> list[dict]:
+def condition_rows(probe, label: str, path: str) -> list[dict]:
     """Table 5A's rows of one probe (see the module docstring); items are keyed (benchmark, index)."""
     if not len(probe.items) or not len(probe.rows):
         return []
@@ -111,7 +111,7 @@ def condition_rows(probe, label: str) -> list[dict]:
         keys = list(rescued.index if subset is None else subset)
         r = rescued.reindex(keys).fillna(0)
         pf = [x for x in keys if fail.get(x, True)]
-        out = {"probe": label, "path": str(probe.path), "condition": name, "mean_k": mean_k,
+        out = {"probe": label, "path": path, "condition": name, "mean_k": mean_k,
                "n_all": len(keys), "rescued_all": int(r.sum()), "n_pf": len(pf), "rescued_pf": int(r.reindex(pf).sum())}
         for b in names:
             kb = [x for x in keys if bench[x] == b]
@@ -150,7 +150,7 @@ def condition_rows(probe, label: str) -> list[dict]:
 
 def build_table5a(sweep: Sweep) -> Table:
     title = "Table 5A: donor-prefix splicing and native top-2 forks into the recipient (§5.6 item 2)"
-    rows = [r for p in sweep.probes for r in condition_rows(p, probe_label(sweep, p))]
+    rows = [r for p in sweep.probes for r in condition_rows(p, probe_label(sweep, p), sweep.relative(p.path))]
     if not rows:
         return Table.unbuilt("table5a", title, "no prefix-splice probe folder with discordant items under the root "
                                                f"({HOW})")

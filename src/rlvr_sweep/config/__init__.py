@@ -6,7 +6,7 @@ One dataclass per Hydra group (`schema`), each field declaring its valid values 
 """
 
 from rlvr_sweep.config.build import build_config, check_config, combination_problems
-from rlvr_sweep.config.rules import ConfigError, identity_dict, range_problems, unknown_keys
+from rlvr_sweep.config.rules import ConfigError, bookkeeping_keys, identity_dict, range_problems, unknown_keys
 from rlvr_sweep.config.schema import (
     BENCHMARK_NAMES, CF_ESTIMATORS, Config, DataConfig, ENGINE_NAMES, ESTIMATOR_NAMES, EstimatorConfig, EvalConfig,
     FORK_SAMPLERS, GRADER_NAMES, GraderConfig, HOMOGENEOUS_STEPS, HorizonConfig, LOSS_RECIPES, LoggerConfig,
@@ -19,6 +19,6 @@ __all__ = [
     "EstimatorConfig", "EvalConfig", "FORK_SAMPLERS", "GRADER_NAMES", "GraderConfig", "HOMOGENEOUS_STEPS",
     "HorizonConfig", "LOSS_RECIPES", "LoggerConfig", "ModelConfig", "OptimizerStepConfig", "ProfileConfig",
     "REWARD_NAMES", "RewardConfig", "RunConfig", "SAMPLER_NAMES", "SCHEDULE_NAMES", "SamplerConfig", "TASKS",
-    "TREE_SAMPLERS", "TrainConfig", "build_config", "check_config", "combination_problems", "identity_dict",
+    "TREE_SAMPLERS", "TrainConfig", "bookkeeping_keys", "build_config", "check_config", "combination_problems", "identity_dict",
     "paper_arm", "range_problems", "register_configs", "scaled_length", "unknown_keys",
 ]

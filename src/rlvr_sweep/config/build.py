@@ -53,6 +53,9 @@ def combination_problems(cfg: Config) -> list[str]:
         elif t.tail_average[0] > budget:
             problems.append(f"train.tail_average={t.tail_average} starts after the last step ({budget}): "
                             "nothing would be averaged")
+    if cfg.task == "train" and t.active_steps is None and t.steps == 0:
+        problems.append("train.steps=0 trains nothing (a training run without ledgers cannot be verified): "
+                        "read a model out with task=evaluate model.path=<folder> instead")
     if t.active_steps is None and t.steps % t.accumulate_questions:
         problems.append(f"train.steps={t.steps} is not a multiple of train.accumulate_questions="
                         f"{t.accumulate_questions}: the last questions would never reach an update")

@@ -118,6 +118,22 @@ def _dataclass_type(schema, name: str):
     return type(sample) if dataclasses.is_dataclass(sample) else None
 
 
+def bookkeeping_keys(schema) -> set[str]:
+    """Dotted keys of every setting of the dataclass `schema` declared `identity=False`."""
+    out = set()
+
+    def visit(cls, prefix: str) -> None:
+        for f in dataclasses.fields(cls):
+            if not f.metadata.get("identity", True):
+                out.add(prefix + f.name)
+            sub = _dataclass_type(cls, f.name)
+            if sub is not None:
+                visit(sub, f"{prefix}{f.name}.")
+
+    visit(schema, "")
+    return out
+
+
 def identity_dict(cfg) -> dict:
     """The config as a nested dict without the settings declared `identity=False`."""
     out = {}

@@ -166,7 +166,7 @@ class ProfileConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = setting(50, at_least(0))  # single-question steps (0: read out only); step s uses row s % rows
+    steps: int = setting(50, at_least(0))  # single-question steps (task=train: at least 1); step s uses row s % rows
     lr: float = setting(1e-5, above(0))
     betas: tuple[float, float] = setting((0.9, 0.999), each(between(0, 1)))
     adam_eps: float = setting(1e-8, above(0))

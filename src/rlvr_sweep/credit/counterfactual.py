@@ -252,6 +252,7 @@ def cf_pair_rows(pairs, cf: CfCredit) -> list[dict]:
         rows.append({
             "k": pair.k, "category": pair.category, "t_star": pair.tau, "v0": pair.v0, "v1": pair.v1,
             "top1": pair.top1, "top2": pair.top2, "fork_margin": pair.margin, "min_margin": pair.min_margin,
+            "window_start": pair.window_start, "window_margins": list(pair.window),
             "r0_raw": raw[0], "r1_raw": raw[1], "l0": len(pair.leaves[0].tokens), "l1": len(pair.leaves[1].tokens),
             "raw_winner": winner if pair.category != "cf_no_fork" else "", "rescue_dup": dup,
             "r0_eff": eff[0], "r1_eff": eff[1], "a_pref": pre[0], "a_cont0": cont[0], "a_cont1": cont[1],

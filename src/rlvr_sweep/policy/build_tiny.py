@@ -61,6 +61,9 @@ import torch
 from rlvr_sweep.data.prompts import render_prompt
 from rlvr_sweep.data.toy_arith import load_split
 
+# The context the checkpoint declares: Qwen3-0.6B's. RoPE has no learned positions, so the tiny model reads
+# any prompt the real one can (its byte-level tokenizer makes MATH prompts up to a few thousand tokens).
+CONTEXT = 32768
 EOS = "<|endoftext|>"
 
 DEFAULTS = dict(
@@ -120,7 +123,7 @@ def build_tokenizer(texts: list[str], vocab_size: int):
         eos_token=EOS,
         pad_token=EOS,
         clean_up_tokenization_spaces=False,
-        model_max_length=512,
+        model_max_length=CONTEXT,
     )
 
 
@@ -328,7 +331,7 @@ def main(argv=None) -> dict:
         num_attention_heads=args.num_heads,
         num_key_value_heads=args.num_kv_heads,
         head_dim=args.head_dim,
-        max_position_embeddings=512,
+        max_position_embeddings=CONTEXT,
         tie_word_embeddings=False,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         max_window_layers=args.num_layers,

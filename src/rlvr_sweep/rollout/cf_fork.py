@@ -99,6 +99,7 @@ class ForkPlan:
     top2: int
     margin: float  # dz at t* (nan without a fork)
     min_margin: float  # smallest finite dz in the window (nan if none)
+    window: tuple[float, ...] = ()  # dz at every position of [start, min(end, len(root))): what t* was chosen from
 
 
 def plan_fork(root: Sequence[int], margins: Sequence[float], top1: Sequence[int], top2: Sequence[int],
@@ -106,14 +107,15 @@ def plan_fork(root: Sequence[int], margins: Sequence[float], top1: Sequence[int]
     """How one stage-1 root (with its per-position margins and top-2 ids) becomes the two branches."""
     root = tuple(root)
     finished = bool(root) and root[-1] == eos_id
-    window = [margins[t] for t in range(start, min(end, len(margins))) if math.isfinite(margins[t])]
-    min_margin = min(window) if window else math.nan
+    window = tuple(float(margins[t]) for t in range(start, min(end, len(margins))))
+    finite = [m for m in window if math.isfinite(m)]
+    min_margin = min(finite) if finite else math.nan
     t, category = fork_position(margins, start=start, end=end, threshold=threshold)
     grow0 = not finished and len(root) < horizon
     if t is None:  # a stopped-tree pair on the whole root
         shared = Branch(root, len(root), grow=grow0, finished=finished)
         return ForkPlan(category, len(root), (shared, shared), NO_TOKEN, NO_TOKEN, NO_TOKEN, NO_TOKEN,
-                        math.nan, min_margin)
+                        math.nan, min_margin, window)
     v0 = root[t]
     v1 = alternative_token(v0, top1[t], top2[t])
     if v1 < 0 or v1 == v0:
@@ -123,7 +125,7 @@ def plan_fork(root: Sequence[int], margins: Sequence[float], top1: Sequence[int]
     finished1 = v1 == eos_id
     branches = (Branch(root, t, grow=grow0, finished=finished),
                 Branch(head1, t, grow=not finished1 and len(head1) < horizon, finished=finished1))
-    return ForkPlan(category, t, branches, v0, v1, top1[t], top2[t], float(margins[t]), min_margin)
+    return ForkPlan(category, t, branches, v0, v1, top1[t], top2[t], float(margins[t]), min_margin, window)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,6 +142,8 @@ class ForkPair(Pair):
     top2: int
     margin: float  # top-1 minus top-2 raw logit at tau (nan: cf_no_fork)
     min_margin: float  # smallest margin in the fork window (nan: none)
+    window_start: int = 0  # the fork window's first position ...
+    window: tuple[float, ...] = ()  # ... and the margin at each of its positions (verify re-derives t* from them)
 
 
 @dataclass
@@ -197,7 +201,8 @@ def cf_fork(policy, prompt: list[int], *, horizon: int, K: int = 4, B: int = 2, 
 
     grown = grow_branches(ledger, policy, prompt, plans, horizon)  # stage 2, as the tree samplers'
     pairs = [ForkPair(k, plan.category, leaves, plan.tau, stage1, stage2, plan.v0, plan.v1, plan.top1, plan.top2,
-                      plan.margin, plan.min_margin) for k, (plan, (leaves, stage1, stage2)) in enumerate(zip(plans, grown))]
+                      plan.margin, plan.min_margin, fork_start, plan.window)
+             for k, (plan, (leaves, stage1, stage2)) in enumerate(zip(plans, grown))]
     return ForkGroup(pairs, ledger.gen, ledger.prefill, ledger.padded, ledger.untrimmed)
 
 

@@ -14,6 +14,7 @@ run.json, after freeing what it can (its temporary files: on a full disk, they a
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -35,6 +36,7 @@ from rlvr_sweep.run.plan import Plan, plan
 from rlvr_sweep.run.loggers import check_loggers, open_loggers
 from rlvr_sweep.run.progress import Progress
 from rlvr_sweep.store.identity import changed_inputs, model_digest
+from rlvr_sweep.store.schema import TABLE_KEYS
 from rlvr_sweep.update import TailAverage, make_adamw
 
 log = logging.getLogger(__name__)
@@ -77,7 +79,10 @@ def run_plan(p: Plan) -> dict:
                 info["status"] = "finished"
             except BaseException as err:
                 store.remove_temp_files(run_dir)  # free what can be freed first: on a full disk it is these
-                info.update(status="failed", error=repr(err), traceback=traceback.format_exc())
+                full = _full_disk(run_dir, err)
+                info.update(status="failed", error=str(full) if full else repr(err), traceback=traceback.format_exc())
+                if full:
+                    raise full from err
                 raise
             finally:
                 info["finished_at"] = time.time()
@@ -91,6 +96,27 @@ def run_plan(p: Plan) -> dict:
             _tidy(run_dir)
             _log_summary(info)
     return info
+
+
+class DiskFullError(OSError):
+    """The disk holding the run folder filled up; the run recorded its failure and can be resumed."""
+
+
+FULL_BELOW = 1 << 20  # bytes free under which a failed write is put down to a full disk
+
+
+def _full_disk(run_dir: Path, err: BaseException) -> DiskFullError | None:
+    """A `DiskFullError` naming the disk when `err` came from it filling up (ENOSPC, or a library's own
+    error while the disk has next to nothing free), else None."""
+    try:
+        free = shutil.disk_usage(run_dir).free
+    except OSError:
+        return None
+    if getattr(err, "errno", None) == errno.ENOSPC or free < FULL_BELOW:
+        return DiskFullError(errno.ENOSPC, f"the disk holding {run_dir} is full ({free:,} bytes free after removing "
+                                           f"the run's temporary files; the write failed with {type(err).__name__}: "
+                                           f"{str(err).strip()[:200]}); free space and rerun the same command to resume")
+    return None
 
 
 def _name_earlier_inputs(run_dir: Path, identity) -> None:
@@ -165,7 +191,8 @@ def _graded_so_far(run_dir: Path) -> list[dict]:
     if not (run_dir / "grades.parquet").is_file() or (run_dir / "steps.parquet").is_file():
         return []
     try:
-        rows = store.read_table(run_dir, "grades").to_dict("records")
+        frame = store.read_table(run_dir, "grades")
+        rows = frame.drop(columns=[c for c in TABLE_KEYS if c in frame.columns]).to_dict("records")
     except Exception as err:  # a damaged table: start over rather than trust it
         log.error("%s/grades.parquet cannot be read (%s): starting over", run_dir, err)
         return []

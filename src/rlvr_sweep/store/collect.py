@@ -156,7 +156,10 @@ def collect(root, allow_skipped: bool = False) -> dict[str, pd.DataFrame]:
         raise CollectError(f"{len(skipped)} of {len(folders)} run(s) or folders under {root} cannot be collected:\n" +
                            "\n".join(f"  {s['run_dir']}: {s['reason']}" for s in skipped) +
                            "\n(allow_skipped=True / --allow-skipped collects the others)")
-    out = {"runs": pd.json_normalize(infos) if infos else pd.DataFrame(columns=list(RUN_KEYS))}
+    # the inputs as {name: sha256} columns (`inputs.model`, `inputs.benchmark/math500`, ...); run.json keeps
+    # what each was (files, rows, folder)
+    flat = [{**i, "inputs": {k: (v or {}).get("sha256") for k, v in (i.get("inputs") or {}).items()}} for i in infos]
+    out = {"runs": pd.json_normalize(flat) if infos else pd.DataFrame(columns=list(RUN_KEYS))}
     for name in TABLES:
         files = [str(Path(i["run_dir"]) / f"{name}.parquet") for i in infos]
         files = [f for f in files if Path(f).is_file()]

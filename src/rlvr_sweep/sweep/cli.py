@@ -24,7 +24,7 @@ from rlvr_sweep.config import ConfigError, build_config, register_configs
 register_configs()  # also in a SLURM job process, which resolves its output folder with ${pid:}
 
 log = logging.getLogger(__name__)
-EXIT_BAD_INPUT, EXIT_BUSY = 2, 3
+EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BUSY = 1, 2, 3
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"  # the config tree ships inside the package
 MULTIRUN_FLAGS = ("-m", "--multirun")
 NUMERIC_GROUPS = ("horizon",)  # config groups whose options are named by numbers
@@ -82,6 +82,8 @@ def _hydra_entry(raw) -> dict:
         if single:
             if isinstance(err, user_errors):
                 _exit_with(err, EXIT_BAD_INPUT)
+            if isinstance(err, OSError):  # the machine's doing (a full disk, a vanished mount): not a bug
+                _exit_with(err, EXIT_FAILED)
             raise
         log.exception("run failed; the sweep goes on")
         (job_dir / JOB_ERROR).write_text(f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")

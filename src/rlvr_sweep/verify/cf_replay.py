@@ -5,6 +5,13 @@ fork position t*, leaf lengths, whether the pair forked) and what it gave (effec
 duplication, A_pref, A_cont per branch); the step ledger holds the variant, hinge weight, status
 (active / homogeneous / gated / skipped), b0_pass and the signed token mass M_tot. `replay_cf`
 recomputes `credit.cf_credit` from the inputs alone and compares every stored output.
+
+`fork_choice_problems` re-derives each pair's online fork choice (paper §5.6 item 4) from the margins
+the pair ledger stored for every position of its fork window, with the rule written out again here
+(not the sampler's function): the first position whose margin is <= the run's `sampler.fork_threshold`
+(`cf_first_gap`), else the smallest finite margin, first on ties (`cf_min_margin`), else no fork; the
+stored margin at t* and the window's minimum must be those margins, and the alternative token the
+best-ranked id other than the root's own (`top1` unless the root sampled it, then `top2`).
 """
 
 from __future__ import annotations
@@ -46,12 +53,65 @@ def replay_step(step_row: dict, pair_rows: pd.DataFrame) -> list[str]:
     return problems
 
 
+def _expected_fork(window: list[float], start: int, threshold: float) -> tuple[int | None, str]:
+    for offset, margin in enumerate(window):
+        if margin <= threshold:  # NaN compares False: no second-best token never qualifies
+            return start + offset, "cf_first_gap"
+    finite = [(margin, offset) for offset, margin in enumerate(window) if math.isfinite(margin)]
+    if finite:
+        return start + min(finite)[1], "cf_min_margin"
+    return None, "cf_no_fork"
+
+
+def _same_float(a, b) -> bool:
+    a, b = float(a), float(b)
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+def fork_choice_problems(pairs: pd.DataFrame, runs: pd.DataFrame) -> tuple[int, list[str]]:
+    """(fork pairs checked, problems): every stored fork choice against its re-derivation."""
+    if not len(pairs) or "window_margins" not in pairs.columns:
+        return 0, []
+    keys = ["arm", "horizon", "seed", "run_hash"]
+    threshold = {tuple(r[k] for k in keys): float(r["config"].get("sampler.fork_threshold", math.nan))
+                 for _, r in runs.iterrows()} if "config" in runs.columns else {}
+    checked, problems = 0, []
+    for _, pair in pairs[pairs["t_star"].notna()].iterrows():
+        window = [float(m) for m in pair["window_margins"]] if pair["window_margins"] is not None else []
+        where = f"{pair['arm']} seed {pair['seed']} step {pair['step']} pair {pair['k']}"
+        limit = threshold.get(tuple(pair[k] for k in keys), math.nan)
+        checked += 1
+        if math.isnan(limit):
+            problems.append(f"{where}: the run's config gives no sampler.fork_threshold: the fork choice cannot be "
+                            "re-derived")
+            continue
+        t_star, category = _expected_fork(window, int(pair["window_start"]), limit)
+        if category != pair["category"] or (t_star is not None and t_star != int(pair["t_star"])):
+            problems.append(f"{where}: the stored margins give {category} at t*={t_star}, the ledger says "
+                            f"{pair['category']} at t*={int(pair['t_star'])}")
+            continue
+        finite = [m for m in window if math.isfinite(m)]
+        if not _same_float(pair["min_margin"], min(finite) if finite else math.nan):
+            problems.append(f"{where}: min_margin {pair['min_margin']} is not the window's minimum")
+        if category == "cf_no_fork":
+            if not pair["v0"] == pair["v1"] == -1:
+                problems.append(f"{where}: a pair without a fork has fork tokens ({pair['v0']}, {pair['v1']})")
+            continue
+        if not _same_float(pair["fork_margin"], window[t_star - int(pair["window_start"])]):
+            problems.append(f"{where}: fork_margin {pair['fork_margin']} is not the stored margin at t*={t_star}")
+        best_other = pair["top1"] if pair["v0"] != pair["top1"] else pair["top2"]
+        if pair["v1"] != best_other or pair["v1"] == pair["v0"]:
+            problems.append(f"{where}: alternative token {pair['v1']} is not the best-ranked other than v0={pair['v0']} "
+                            f"(top-2 ids {pair['top1']}, {pair['top2']})")
+    return checked, problems
+
+
 def replay_cf(steps: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict:
     """{"steps": fork steps replayed, "active": active groups among them, "problems": [...]} over a sweep's
     collated tables (`steps` and `pairs` carry the run keys; `runs` maps them to run folders)."""
     keys = ["arm", "horizon", "seed", "run_hash"]
     if not len(steps) or "cf_status" not in steps.columns or "t_star" not in pairs.columns:
-        return {"steps": 0, "active": 0, "problems": []}
+        return {"steps": 0, "active": 0, "forks": 0, "problems": []}
     fork_steps = steps[steps["cf_status"].notna()].merge(runs[[*keys, "run_dir"]], on=keys, how="left")
     grouped = dict(iter(pairs[pairs["t_star"].notna()].groupby([*keys, "step"]))) if len(pairs) else {}
     problems, active = [], 0
@@ -62,4 +122,5 @@ def replay_cf(steps: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> d
             continue
         problems += replay_step(row.to_dict(), found)
         active += bool(row["cf_active"])
-    return {"steps": len(fork_steps), "active": active, "problems": problems}
+    forks, more = fork_choice_problems(pairs, runs)
+    return {"steps": len(fork_steps), "active": active, "forks": forks, "problems": problems + more}

@@ -10,7 +10,9 @@
     and probe, loading the checkpoints on --device; Tables 4 / 5A / 5B recounted; every counterfactual
     fork step of Arms 14-19 replayed from its ledger rows).
     One line per pass with its counts (`rlvr_sweep.verify.passes`). Exit 0: every pass ok; 1: a
-    problem (listed under its pass); 2: bad input (no finished run under SWEEP_ROOT).
+    problem (listed under its pass), including a finished run that cannot enter the tables and a
+    check that checked nothing it should have; 2: bad input (no finished run under SWEEP_ROOT, no
+    --tables folder).
 
 `python -m rlvr_sweep.verify regrade OUTPUT_DIR [--all]`
     Every run folder under OUTPUT_DIR (one with a `run.json`; finished runs only, i.e. with the
@@ -122,6 +124,9 @@ def _run_regrade(args) -> int:
 
 
 def _run_all(args) -> int:
+    if args.tables is not None and not Path(args.tables).is_dir():
+        raise BadInput(f"--tables {args.tables}: no such folder (write the tables with "
+                       f"`python -m rlvr_sweep.analysis tables {args.output_dir} --out DIR` first)")
     results = run_all(args.output_dir, args.tables, echo=lambda r: _print(r.lines()), margin_items=args.margin_items,
                       device=args.device)
     failed = [r.name for r in results if not r.ok]

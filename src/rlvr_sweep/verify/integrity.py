@@ -3,9 +3,11 @@
 A finished run (with its `DONE` marker) must hold `config.yaml`, a `run.json` that says it finished,
 and its ledger tables (`steps`, `rollouts`, `pairs`, except in a `task=evaluate` run, which trains
 nothing; `grades` unless the run read nothing out), each
-readable, carrying the result schema's columns and only rows of this run (its arm, horizon, seed and
-config hash). Its manifest must match the files byte for byte (`rlvr_sweep.store.verify_manifest`:
-size and sha256 of every file, written when the run finished).
+readable, written with this code's result schema (a table without its schema version, or of an older
+one, cannot enter the tables and fails here), carrying the schema's columns and only rows of this run
+(its arm, horizon, seed and run hash). Its manifest must match the files byte for byte
+(`rlvr_sweep.store.verify_manifest`: size and sha256 of every file, written when the run finished), and
+the digest it recorded for its saved model must be the digest of the saved model's files.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rlvr_sweep.store import RUN_JSON, RUN_KEYS, read_table, verify_manifest
-from rlvr_sweep.store.schema import REQUIRED_COLUMNS
+import pyarrow.parquet as pq
+
+from rlvr_sweep.store import MANIFEST, RUN_JSON, RUN_KEYS, read_table, verify_manifest
+from rlvr_sweep.store.identity import saved_model_digest
+from rlvr_sweep.store.schema import REQUIRED_COLUMNS, SCHEMA_VERSION, check_version
 
 LEDGERS = ("steps", "rollouts", "pairs")
 
@@ -31,6 +36,10 @@ def run_problems(run_dir) -> list[str]:
         return problems + [f"{run_dir / RUN_JSON}: unreadable ({err})"]
     if info.get("status") != "finished":
         problems.append(f"{run_dir / RUN_JSON}: status {info.get('status')!r} in a folder marked DONE")
+    if "run_hash" not in info:
+        problems.append(f"{run_dir / RUN_JSON}: written with an older result schema (no run_hash); "
+                        f"this code reads {SCHEMA_VERSION}: rerun the run")
+    problems += _saved_model_problems(run_dir, info)
     read_out = bool(info.get("accuracy"))
     trained = info.get("task", "train") != "evaluate"
     for name in (*LEDGERS, "grades"):
@@ -40,9 +49,14 @@ def run_problems(run_dir) -> list[str]:
                 problems.append(f"{path}: missing")
             continue
         try:
+            version = check_version(pq.read_schema(path).metadata, str(path))
             frame = read_table(run_dir, name)
         except Exception as err:  # pyarrow raises its own types (ArrowInvalid, ...)
             problems.append(f"{path}: unreadable ({type(err).__name__}: {err})")
+            continue
+        if version != SCHEMA_VERSION:
+            problems.append(f"{path}: written with result schema {version or 'none (no schema metadata)'}, this code "
+                            f"reads {SCHEMA_VERSION}: the run cannot enter the tables")
             continue
         if not len(frame):
             continue
@@ -56,3 +70,18 @@ def run_problems(run_dir) -> list[str]:
                 problems.append(f"{path}: {len(wrong)} row(s) with {key} {wrong[key].iloc[0]!r}, "
                                 f"not this run's {info.get(key)!r}")
     return problems
+
+
+def _saved_model_problems(run_dir: Path, info: dict) -> list[str]:
+    """The recorded `saved_model_digest` against the digest of the saved model's files in the manifest
+    (what credits a read-out of those weights to this run)."""
+    recorded = info.get("saved_model_digest")
+    try:
+        listed = json.loads((run_dir / MANIFEST).read_text())["files"]
+    except (OSError, ValueError, KeyError):
+        return []  # the manifest problem is reported already
+    actual = saved_model_digest(listed)
+    if recorded != actual and (recorded or actual):
+        return [f"{run_dir / RUN_JSON}: saved_model_digest {str(recorded)[:16]} is not the digest of the saved "
+                f"model's files ({str(actual)[:16]}): read-outs of this checkpoint would be credited wrongly"]
+    return []

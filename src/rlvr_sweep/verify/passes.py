@@ -5,24 +5,33 @@ PASS 1  every stored grade and rollout reward regraded (`regrade`) and every fin
 PASS 2  analytic checks that need no sweep (`analytic`: sampler laws by exact enumeration,
         Proposition 2, zero-gradient AdamW);
 PASS 3  ledger laws (`ledgers`: pair conservation, step and run token totals) and Tables 1-3
-        rebuilt from the stored rows (`rebuild`; with a saved tables folder, every saved table);
+        rebuilt from the stored rows (`rebuild`; with a saved tables folder, every saved table, the
+        sweep chosen as its `selection.json` says); a finished run that cannot enter the tables, or
+        ledgers of which nothing could be checked, fail it;
 PASS 4  the test-time read-outs and probes (`testtime`): every sampled, fork and probe response regraded,
         fork positions, slots, tie gating, eff_cap arithmetic and probe cuts re-derived from the stored
         rows, stored margins against a fresh teacher-forced pass on a sample (loads the checkpoints),
         Tables 4 / 5A / 5B recounted (with a saved tables folder, 5A / 5B compared with their rebuilds);
-        and every counterfactual fork group's credit (Arms 14-19) replayed from its ledger (`cf_replay`).
+        every counterfactual fork group's credit (Arms 14-19) replayed from its ledger, and its fork choice
+        re-derived from the stored margins (`cf_replay`); every read-out and probe credited to the
+        training run whose saved model has its model digest, and no other (`attribution`).
 A pass fails on any problem; `run_all` returns the results, the CLI prints them and exits 1 on failure.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from rlvr_sweep.analysis import load_sweep
+from rlvr_sweep.analysis.report import SELECTION
 from rlvr_sweep.store import CollectError
 from rlvr_sweep.verify.analytic import run_pass2
+from rlvr_sweep.verify.attribution import attribution_problems
 from rlvr_sweep.verify.cf_replay import replay_cf
 from rlvr_sweep.verify.compare import _label, find_runs
 from rlvr_sweep.verify.integrity import run_problems
@@ -77,47 +86,70 @@ def pass2() -> PassResult:
     return PassResult("PASS 2", f"{counts['checks']} analytic checks: {counts['summary']}", problems)
 
 
+def load_checked_sweep(root, tables_dir=None):
+    """The sweep as the saved tables saw it (`selection.json` beside them: --profile / --where), else whole."""
+    selection = {}
+    if tables_dir is not None and (Path(tables_dir) / SELECTION).is_file():
+        selection = json.loads((Path(tables_dir) / SELECTION).read_text())
+    return load_sweep(root, profile=selection.get("profile"), where=selection.get("where") or None)
+
+
+def left_out_problems(sweep) -> list[str]:
+    """A finished run that cannot enter the tables fails the pass: nothing of it was checked."""
+    rows = sweep.provenance[~sweep.provenance["used"].astype(bool)] if len(sweep.provenance) else sweep.provenance
+    return [f"{r.run_dir}: a finished run that cannot enter the tables ({r.why})" for r in rows.itertuples()
+            if not str(r.why).startswith(("unfinished", "not selected", "not profile"))]
+
+
 def pass3(root, tables_dir=None) -> PassResult:
     try:
-        sweep = load_sweep(root)
+        sweep = load_checked_sweep(root, tables_dir)
     except CollectError as err:
         return PassResult("PASS 3", "the sweep cannot be collected", [str(err)])
     n_pairs, problems = pair_problems(sweep.pairs, sweep.rollouts, sweep.runs)
     counts, more = step_problems(sweep.steps, sweep.rollouts, sweep.pairs, sweep.runs)
-    problems += more
+    problems += more + left_out_problems(sweep)
+    trained = int((sweep.runs.get("totals.steps", pd.Series(dtype=float)).fillna(0) > 0).sum()) if len(sweep.runs) else 0
+    if trained and (not n_pairs or not counts["steps"]):
+        problems.append(f"{trained} training run(s), yet {n_pairs} pairs and {counts['steps']} steps were checked: "
+                        "their ledgers could not be read (see PASS 1)")
     rebuilt = 0
     for check in (table1_problems, table2a_problems, table3_problems):
         n, more = check(sweep)
         rebuilt, problems = rebuilt + n, problems + more
     summary = (f"{n_pairs} pairs obey the conservation laws; {counts['steps']} steps and {counts['runs']} run totals "
                f"reconstruct from the ledgers; Tables 1-3: {rebuilt} numbers rebuilt from stored rows")
-    left_out = [n for n in sweep.notes if n.startswith("left out") and "unfinished" not in n]
-    if left_out:
-        summary += f"; {len(left_out)} finished run(s) left out as damaged (see PASS 1)"
     if tables_dir is not None:
         n, more = saved_problems(sweep, tables_dir)
         problems += more
         summary += f"; {n} saved tables in {tables_dir} rebuilt"
+        if not n:
+            problems.append(f"--tables {tables_dir}: holds no saved table to compare (write them with "
+                            "`python -m rlvr_sweep.analysis tables ROOT --out DIR`)")
     return PassResult("PASS 3", summary, problems)
 
 
 def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu") -> PassResult:
     try:
-        sweep = load_sweep(root)
+        sweep = load_checked_sweep(root, tables_dir)
     except CollectError as err:
         return PassResult("PASS 4", "the sweep cannot be collected", [str(err)])
     cf = replay_cf(sweep.steps, sweep.pairs, sweep.runs)
     parts, problems = [], list(cf["problems"])
+    credited, more = attribution_problems(sweep)
+    if credited:
+        parts.append(f"{credited} read-outs and probe checkpoints credited by their model digests")
+        problems += more
     if cf["steps"]:
         parts.append(f"{cf['steps']} counterfactual fork groups replayed ({cf['active']} active): coefficients, "
-                     "gates and signed token mass")
+                     f"gates and signed token mass; {cf['forks']} fork choices re-derived from their margins")
     if len(sweep.readouts) or sweep.probes:
         summary, more = run_pass4(sweep, tables_dir, margin_items, device)
         parts.append(summary)
         problems += more
     if not parts:
-        return PassResult("PASS 4", "no sampled or fork read-out, no probe folder and no counterfactual arm: "
-                                    "nothing to check")
+        return PassResult("PASS 4", "no read-out of a checkpoint, no sampled or fork read-out, no probe folder and "
+                                    "no counterfactual arm: nothing to check")
     return PassResult("PASS 4", "; ".join(parts), problems)
 
 

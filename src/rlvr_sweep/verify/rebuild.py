@@ -21,7 +21,7 @@ from rlvr_sweep.analysis import Sweep
 from rlvr_sweep.analysis.census import build_table2a
 from rlvr_sweep.analysis.contrasts import Contrast, build_table2b
 from rlvr_sweep.analysis.report import TABLES, build_tables, parquet_safe, read_saved
-from rlvr_sweep.analysis.table1 import BASE_LABEL, build_table1
+from rlvr_sweep.analysis.table1 import build_table1
 from rlvr_sweep.analysis.table3 import build_table3
 from rlvr_sweep.analysis.table4 import build_table4
 from rlvr_sweep.analysis.table5b import build_table5b
@@ -41,7 +41,7 @@ def table1_problems(sweep: Sweep) -> tuple[int, list[str]]:
         return 0, []
     ledger = sweep.steps.groupby(list(RUN_KEYS))[list(_TOTALS.values())].sum() if len(sweep.steps) else None
     for _, row in t1.frame.iterrows():
-        if row["label"] == BASE_LABEL:
+        if row.get("is_base") is True:
             continue
         runs = sweep.runs_of(row["unit"]).set_index("seed")
         for column in t1.frame.columns:

@@ -7,8 +7,8 @@
    eff_cap arithmetic, draws, probe cuts);
 3. the stored margins against a fresh teacher-forced pass through the checkpoint, on a sample
    (`margins`; loads the models, on the CPU by default);
-4. Tables 4 (sampled rows), 5A and 5B recounted from the stored rows by plain sums (not through the
-   voting code), and, with a saved tables folder, Tables 5A / 5B equal to their rebuilds (Table 4 is
+4. Tables 4, 5A and 5B recounted from the stored rows by plain sums, their MDL / CR / MaxLen / Rand votes
+   by the paper's rule written out again (`votes`, not the voting code that made them), and, with a saved tables folder, Tables 5A / 5B equal to their rebuilds (Table 4 is
    compared in PASS 3).
 `run_pass4` returns (summary, problems); `passes.pass4` wraps it as PASS 4 of `verify all`.
 """
@@ -28,6 +28,7 @@ from rlvr_sweep.verify.margins import Loader, fork_margin_problems, probe_margin
 from rlvr_sweep.verify.rebuild import saved_problems
 from rlvr_sweep.verify.regrade import _check_grades, _memoised, format_disagreement, run_grader
 from rlvr_sweep.verify.testtime_rules import fork_problems, probe_problems, sampled_problems
+from rlvr_sweep.verify.votes import table4_vote_problems, table5b_vote_problems
 
 TEST_TIME = ("sampled_k3", "fork3")
 
@@ -75,9 +76,9 @@ def _check(problems: list, what: str, stored, recounted) -> int:
 
 
 def recount_problems(sweep: Sweep, n_resamples: int = 200) -> tuple[int, list[str]]:
-    """Tables 4 (sampled), 5A and 5B against plain sums over the stored rows."""
-    checked, problems = 0, []
+    """Tables 4, 5A and 5B against plain sums over the stored rows, their votes by the written-out rule."""
     t4 = build_table4(sweep, n_resamples).frame
+    checked, problems = table4_vote_problems(sweep, t4) if len(t4) else (0, [])
     for r in readouts_of(sweep, "sampled_k3"):
         for b in r.benchmarks():
             rows = r.of(b)
@@ -92,6 +93,8 @@ def recount_problems(sweep: Sweep, n_resamples: int = 200) -> tuple[int, list[st
             checked += _check(problems, what + " Pass@k", row["oracle"], 100 * per_item.max().mean())
             checked += _check(problems, what + " test tokens", row["test_tokens"], rows["length"].sum())
     t5b = build_table5b(sweep, n_resamples).frame
+    n, more = table5b_vote_problems(sweep, t5b)
+    checked, problems = checked + n, problems + more
     for r in readouts_of(sweep, "fork3"):
         for b in r.benchmarks():
             rows = r.of(b)
@@ -112,7 +115,7 @@ def recount_problems(sweep: Sweep, n_resamples: int = 200) -> tuple[int, list[st
                               (rows["mm_slot"] >= 0).sum())
     t5a = build_table5a(sweep).frame
     for probe in sweep.probes:
-        mine = t5a[t5a["path"] == str(probe.path)] if len(t5a) else t5a
+        mine = t5a[t5a["path"] == sweep.relative(probe.path)] if len(t5a) else t5a
         for condition, rows in (probe.rows.groupby("condition", sort=False) if len(probe.rows) else []):
             hit = mine[mine["condition"] == condition]
             if len(hit) != 1:
