@@ -5,14 +5,15 @@ base and trained policies) or by a `task=evaluate` run of a saved checkpoint (`m
 phase `eval`). `readouts_of(sweep, name)` returns one `Readout` per (run, phase) with the checkpoint it
 read. A `task=evaluate` read-out is credited by its weights, never by a folder's name: it belongs to a
 training run's trained checkpoint exactly when the digest of the model it read (`model_digest`, every
-weight, config and tokenizer file) equals the digest of the model that run saved (`saved_model_digest`),
-so its Table 4 row carries the run's training cost and its Table 5B row meets the batch audit of the
+weight, config and tokenizer file) equals the digest of the model that run saved (`saved_model_digest`;
+among runs that trained alike and saved the same weights, the one whose folder it read), so its Table 4 row carries the run's training cost and its Table 5B row meets the batch audit of the
 same checkpoint. Any other read-out is its own checkpoint (`model:<digest>`), named by the evaluate
 run's arm or the folder's name; `verify` re-derives every attribution from the digests.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,11 +56,11 @@ def checkpoint_of(sweep: Sweep, run: pd.Series, phase: str) -> tuple[str, str, p
         suffix = "" if phase in ("trained", "eval") else f"#{phase}"
         label = f"{run['label']} seed {run['seed']}" + ("" if not suffix else f" ({phase})")
         return _name(run["run_dir"]) + suffix, label, run if not suffix else None
-    owner = owner_of(sweep, run.get("model_digest"))
-    if owner is not None:
-        return checkpoint_of(sweep, owner, "trained")
     model = run.get("model_source") if isinstance(run.get("model_source"), str) else run.get("model_path")
     model = str(model or "")
+    owner = owner_of(sweep, run.get("model_digest"), model)
+    if owner is not None:
+        return checkpoint_of(sweep, owner, "trained")
     folder = Path(model)
     name = folder.parent.name if folder.name == "model" else (folder.name or model)
     label = run["arm"] if run["arm"] != "custom" else name
@@ -69,13 +70,22 @@ def checkpoint_of(sweep: Sweep, run: pd.Series, phase: str) -> tuple[str, str, p
     return f"model:{digest[:16] if isinstance(digest, str) else model}", label, None
 
 
-def owner_of(sweep: Sweep, digest) -> pd.Series | None:
-    """The training run of the sweep that saved the model with this digest (None: no run, or several:
-    then the checkpoint is not any one run's)."""
+def owner_of(sweep: Sweep, digest, folder: str = "") -> pd.Series | None:
+    """The training run of the sweep that saved the model with this digest, or None. Runs that trained
+    alike (an ad-hoc run that only reads out other benchmarks) save the same weights: the read-out then
+    belongs to the one whose `model/` folder it read, else to the first of them in the tables' order."""
     if not isinstance(digest, str) or not len(sweep.runs) or "saved_model_digest" not in sweep.runs:
         return None
     owners = sweep.runs[sweep.runs["saved_model_digest"] == digest]
-    return owners.iloc[0] if len(owners) == 1 else None
+    if len(owners) > 1 and folder:
+        read = _real(folder)
+        named = owners[[_real(Path(str(d)) / "model") == read for d in owners["run_dir"]]]
+        owners = named if len(named) else owners
+    return owners.iloc[0] if len(owners) else None
+
+
+def _real(path) -> str:
+    return os.path.realpath(str(path))
 
 
 def run_label(sweep: Sweep, digest, fallback: str) -> str:

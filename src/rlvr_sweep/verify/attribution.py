@@ -10,6 +10,7 @@ still there, and then the owner each read-out must have, against the owner the t
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -53,12 +54,13 @@ def attribution_problems(sweep: Sweep) -> tuple[int, list[str]]:
                             f"(digest {digest[:16]}, now {model_digest(folder)['sha256'][:16]})")
         owners = saved.get(digest, [])
         _, label, credited = checkpoint_of(sweep, run, "eval")
-        expected = owners[0] if len(owners) == 1 else None
         got = str(credited["run_dir"]) if credited is not None else None
+        read = os.path.realpath(folder) if folder.name else ""
+        named = [o for o in owners if os.path.realpath(Path(o) / "model") == read]
         checked += 1
-        if got != expected:
+        if (got is None) != (not owners) or (got is not None and got not in (named or owners)):
             problems.append(f"{where}: credited to {got or 'no training run'}, but the model it read "
-                            f"(digest {digest[:16]}) was saved by {expected or (', '.join(owners) or 'no run of the sweep')}")
+                            f"(digest {digest[:16]}) was saved by {', '.join(named or owners) or 'no run of the sweep'}")
     for probe in sweep.probes:
         for role in ("donor", "recipient"):
             part = probe.info.get(role, {})
