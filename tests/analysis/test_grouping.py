@@ -81,3 +81,13 @@ def test_where_chooses_runs_by_setting_and_the_runs_table_names_every_folder(roo
     assert all(not d.startswith("/") and d.startswith("smoke/ra_flat/") for d in runs["run_dir"])  # relative
     with pytest.raises(ValueError, match=r"no run's config has 'train.stpes' \(did you mean train.steps"):
         load_sweep(root, where=["train.stpes=2"])
+
+
+def test_figures_print_the_same_notes_as_tables(root, tmp_path, capsys):
+    """Seen: `analysis figures` printed nothing about split rows while its figures plotted a stray run."""
+    assert analysis_main(["figures", str(root), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"sweep {root}: 4 of 4 run folders used")
+    assert "arm '4. ra_flat' is 3 rows" in out.splitlines()[1]
+    assert (tmp_path / "curves_smoke_ra_flat_h512.png").is_file() is False  # three rows of one arm: one file each
+    assert len(list(tmp_path.glob("curves_smoke_ra_flat_h512_*.png"))) == 3
