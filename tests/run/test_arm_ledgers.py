@@ -1,0 +1,68 @@
+"""Every paper arm computes what it computed before the training loop was restructured.
+
+`arm_ledgers.json` holds, for a full smoke run of every arm file (and Arms 12 / 13 at 1,024 tokens),
+the sha256 of its ledgers (steps without timings, rollouts, pairs), of its grades and of the saved
+policy's weights, written by the code before the loop, the estimator and sampler registries were
+rebuilt (issue 19). A change in any reward, advantage, pair row or update shows as a changed digest.
+
+The digests are exact float results, so they hold on the machine kind they were written on (the same
+torch build and CPU capability, recorded in the file, as in CI); elsewhere the test skips, saying why.
+Rewrite them (only for a change meant to alter what an arm computes) with
+`RLVR_SWEEP_WRITE_LEDGERS=1 python -m pytest tests/run/test_arm_ledgers.py -m slow`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from rlvr_sweep import store
+from rlvr_sweep.run import run
+from tests.conftest import CONF_DIR
+from tests.helpers import compose_cfg
+
+GOLDEN = Path(__file__).with_name("arm_ledgers.json")
+RUNS = [[f"+arm={p.stem}"] for p in sorted((CONF_DIR / "arm").glob("*.yaml"))]
+RUNS += [["+arm=stopped_tree", "horizon=1024"], ["+arm=stopped_tree_bonus", "horizon=1024"]]
+TIMINGS = ("seconds",)  # wall-clock columns: not what a run computed
+KEYS = set(store.RUN_KEYS)
+
+
+def machine() -> dict:
+    return {"torch": torch.__version__, "cpu": torch.backends.cpu.get_cpu_capability()}
+
+
+def frame_digest(frame: pd.DataFrame) -> str:
+    columns = sorted(c for c in frame.columns if c not in KEYS and c not in TIMINGS)
+    rows = frame[columns].to_dict("records")
+    return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def digests(run_dir: Path) -> dict:
+    out = {name: frame_digest(store.read_table(run_dir, name)) for name in ("steps", "rollouts", "pairs", "grades")}
+    out["weights"] = hashlib.sha256((run_dir / "model" / "model.safetensors").read_bytes()).hexdigest()
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overrides", RUNS, ids=[" ".join(r) for r in RUNS])
+def test_every_arm_writes_the_ledgers_it_wrote_before(overrides, tmp_path):
+    key = " ".join(overrides)
+    golden = json.loads(GOLDEN.read_text()) if GOLDEN.is_file() else {"machine": machine(), "runs": {}}
+    writing = os.environ.get("RLVR_SWEEP_WRITE_LEDGERS") == "1"
+    if not writing and golden["machine"] != machine():
+        pytest.skip(f"digests written on {golden['machine']}, this machine is {machine()}: exact floats differ")
+    info = run(compose_cfg([*overrides, "profile=smoke", f"run.out_root={tmp_path}"]))
+    got = digests(Path(info["run_dir"]))
+    if writing:
+        golden["runs"][key] = got
+        golden["machine"] = machine()
+        GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
+        return
+    assert got == golden["runs"][key]
