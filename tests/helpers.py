@@ -15,9 +15,13 @@ from tests.conftest import CONF_DIR, REPO
 
 
 def compose_cfg(overrides: list[str]) -> Config:
+    """The config a job builds from `overrides`: composed, converted, checked (ranges, combinations) and
+    its choices checked against their registries, as `run.plan` does before anything is written."""
+    from rlvr_sweep.run import check_choices
+
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return build_config(compose("config", overrides=normalize_overrides(overrides)))
+        return check_choices(build_config(compose("config", overrides=normalize_overrides(overrides))))
 
 
 def run_dir_of(cfg: Config) -> Path:

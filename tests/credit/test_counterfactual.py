@@ -12,9 +12,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from rlvr_sweep.credit import ESTIMATORS, GroupShape
 from rlvr_sweep.credit.counterfactual import (
-    CF_ESTIMATORS, STATUSES, VARIANTS, HingePair, cf_credit, cf_pair_rows, cf_step_fields, fork_hinge_loss,
-    get_cf_estimator, loss_credit, signed_token_mass,
+    STATUSES, VARIANTS, HingePair, cf_credit, cf_pair_rows, cf_step_fields, fork_hinge_loss, loss_credit,
+    signed_token_mass,
 )
 from rlvr_sweep.credit.tree import token_advantages
 from rlvr_sweep.update.losses import pack_sequences, policy_loss, token_logprobs
@@ -357,12 +358,19 @@ def test_validation_and_registry():
         credit("cf_rg", [[1, 0]] * 4, [4] * 4, [[9, 9]] * 4, hinge_weight=-1)
     with pytest.raises(ValueError, match="valid: .*cf_rg"):
         cf_credit(torch.zeros(4, 2), [4] * 4, [[9, 9]] * 4, variant="rg", hinge_weight=0)
-    assert set(CF_ESTIMATORS) == set(VARIANTS) == {"cf_uncond", "cf_rg", "cf_pb"}
-    with pytest.raises(ValueError, match=r"valid: \['cf_pb', 'cf_rg', 'cf_uncond'\]"):
-        get_cf_estimator("cf")
-    cf = get_cf_estimator("cf_pb")(torch.tensor([[0.0, 1], [0, 0], [0, 0], [0, 0]]), [19] * 4, [[50, 60]] * 4,
-                                   hinge_weight=0.15)
-    assert cf.metrics["variant"] == "cf_pb" and cf.hinge_weight == 0.15
+    fork_estimators = {o.name for o in ESTIMATORS.options() if o.kind == "fork"}
+    assert fork_estimators == set(VARIANTS) == {"cf_uncond", "cf_rg", "cf_pb"}
+    with pytest.raises(ValueError, match=r"unknown estimator 'cf'; valid: \[.*'cf_pb', 'cf_rg', 'cf_uncond'"):
+        ESTIMATORS["cf"]
+    shape = GroupShape(torch.tensor([19] * 4), torch.tensor([[19, 19]] * 4), torch.tensor([[50, 60]] * 4),
+                       torch.ones(4, dtype=torch.bool))
+    credit_ = ESTIMATORS["cf_pb"].fn(torch.tensor([[0.0, 1], [0, 0], [0, 0], [0, 0]]), shape, hinge_weight=0.15)
+    assert credit_.cf.metrics["variant"] == "cf_pb" and credit_.cf.hinge_weight == 0.15 and credit_.active
+    # the flat warmup group of a fork arm (no fork structure) gets leaf GRPO credit
+    flat = ESTIMATORS["cf_pb"].fn(torch.tensor([[0.0, 1], [0, 0], [0, 0], [0, 0]]),
+                                  GroupShape(torch.zeros(4, dtype=torch.long), torch.zeros(4, 2, dtype=torch.long),
+                                             torch.tensor([[5, 6]] * 4)), hinge_weight=0.15)
+    assert flat.cf is None and torch.equal(flat.prefix, flat.cont) and flat.cont[0, 1] > 0 > flat.cont[0, 0]
 
 
 # ---------------------------------------------------------------- loop oracle over every binary group

@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from rlvr_sweep.credit.grpo import get_estimator, grpo_advantages, is_homogeneous
+from rlvr_sweep.credit import ESTIMATORS
+from rlvr_sweep.credit.grpo import grpo_advantages, is_homogeneous
 
 
 def rewards(k: int, g: int = 8) -> torch.Tensor:
@@ -37,5 +38,5 @@ def test_population_std_option():
 def test_unknown_names_list_valid_ones():
     with pytest.raises(ValueError, match="population"):
         grpo_advantages(rewards(1), std="bessel")
-    with pytest.raises(ValueError, match="grpo"):
-        get_estimator("tree_sum")
+    with pytest.raises(ValueError, match="unknown estimator 'tree_sum'; valid: .*'grpo'"):
+        ESTIMATORS["tree_sum"]

@@ -11,10 +11,8 @@ import torch
 from rlvr_sweep.credit.grpo import grpo_advantages
 from rlvr_sweep.update.losses import pack_sequences, policy_loss, token_logprobs
 from rlvr_sweep.credit.tree import (
-    TREE_ESTIMATORS,
     TreeCredit,
     clamped_prefix_advantages,
-    get_tree_estimator,
     per_leaf_prefix,
     token_advantages,
     tree_mean_advantages,
@@ -93,6 +91,13 @@ def test_tree_mean_matches_loop_oracle(seed):
     assert a_cont.flatten().tolist() == pytest.approx(cont, abs=1e-5)
 
 
+TREE_ESTIMATORS = {"tree_mean": tree_mean_credit, "clamped_prefix": clamped_prefix_advantages}
+
+
+def get_tree_estimator(name: str):
+    return TREE_ESTIMATORS[name]
+
+
 @pytest.mark.parametrize("value", [0.0, 1.0])
 @pytest.mark.parametrize("name", sorted(TREE_ESTIMATORS))
 def test_homogeneous_group_is_exactly_zero(value, name):
@@ -122,10 +127,12 @@ def test_per_leaf_view_and_registry():
     credit = tree_mean_credit(HAND, ALL4, beta=0.25)
     assert torch.equal(credit.prefix, per_leaf_prefix(a_pre, 2)) and credit.prefix.shape == (4, 2)
     assert torch.equal(credit.cont, a_cont)
-    assert get_tree_estimator("tree_mean") is tree_mean_credit
-    assert get_tree_estimator("clamped_prefix") is clamped_prefix_advantages
-    with pytest.raises(ValueError, match="clamped_prefix.*tree_mean"):
-        get_tree_estimator("treerl")
+    from rlvr_sweep.credit import ESTIMATORS
+
+    assert {o.name for o in ESTIMATORS.options() if o.kind == "tree"} == {"tree_mean", "clamped_prefix"}
+    assert all(ESTIMATORS[n].per_token for n in ("tree_mean", "clamped_prefix"))
+    with pytest.raises(ValueError, match="unknown estimator 'treerl'; valid: .*'clamped_prefix'.*'tree_mean'"):
+        ESTIMATORS["treerl"]
     with pytest.raises(ValueError, match="population"):
         tree_mean_advantages(HAND, ALL4, beta=0.0, std="bessel")
 

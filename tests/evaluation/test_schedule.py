@@ -79,17 +79,18 @@ def test_fixed_schedule_is_the_papers_batching(model, items, monkeypatch):
         seen.append([next(i for i, item in enumerate(items) if item is p) for p in prompts])
         return real(model, prompts, **kw)
 
-    monkeypatch.setitem(engines.ENGINES, "reference", spy)
+    monkeypatch.setattr(engines, "get_engine", lambda name: spy)
+    monkeypatch.setattr("rlvr_sweep.evaluation.schedule.get_engine", lambda name: spy)
     decode_readout(model, items, schedule="fixed", engine="reference", batch_size=4, max_new_tokens=2, eos_id=5,
                    pad_id=PAD)
     assert seen == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10]]
 
 
 def test_unknown_names_and_refill_without_a_refilling_engine(model, items):
-    assert SCHEDULES == ("fixed", "length_sorted", "refill")
+    assert SCHEDULES.names() == ["fixed", "length_sorted", "refill"] and SCHEDULES["refill"].reads == ("slots",)
     kw = dict(batch_size=4, max_new_tokens=2, eos_id=5, pad_id=PAD)
     valid = r"valid: \['fixed', 'length_sorted', 'refill'\]"
-    with pytest.raises(ValueError, match=r"unknown eval schedule 'sorted'; " + valid):
+    with pytest.raises(ValueError, match=r"unknown read-out schedule 'sorted'; " + valid):
         decode_readout(model, items, schedule="sorted", engine="static", **kw)
     with pytest.raises(ValueError, match="needs engine 'static' or 'vllm'"):
         decode_readout(model, items, schedule="refill", engine="reference", **kw)

@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from rlvr_sweep.rollout.cf_fork import (
-    CF_CATEGORIES, FORK_SAMPLERS, ForkGroup, ForkPair, alternative_token, cf_fork, fork_position,
-    get_fork_sampler, plan_fork,
+    CF_CATEGORIES, ForkGroup, ForkPair, alternative_token, cf_fork, fork_position, plan_fork,
 )
 from rlvr_sweep.rollout.policies import ModelPolicy, ScriptedPolicy
 from rlvr_sweep.rollout.samplers import Leaf, RolloutGroup
@@ -349,9 +348,11 @@ def test_check_conservation_names_a_broken_fork():
 
 
 def test_registry_and_arguments():
-    assert set(FORK_SAMPLERS) == {"cf_fork"} and get_fork_sampler("cf_fork") is cf_fork
-    with pytest.raises(ValueError, match=r"valid: \['cf_fork'\]"):
-        get_fork_sampler("fork")
+    from rlvr_sweep.rollout import SAMPLERS
+
+    assert SAMPLERS["cf_fork"].fn is cf_fork and SAMPLERS["cf_fork"].credits == ("fork",)
+    with pytest.raises(ValueError, match=r"unknown sampler 'fork'; valid: \['cf_fork'"):
+        SAMPLERS["fork"]
     policy = ScriptedPolicy(small_dist, EOS, (), seed=0)
     with pytest.raises(ValueError, match="B=2"):
         cf_fork(policy, PROMPT, horizon=6, B=3)

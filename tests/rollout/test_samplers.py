@@ -15,9 +15,12 @@ import torch
 
 from rlvr_sweep.rollout.policies import ModelPolicy, SamplingPolicy, ScriptedPolicy
 from rlvr_sweep.rollout.samplers import (
-    CATEGORIES, SAMPLERS, Leaf, Pair, RolloutGroup, causal_stop, find_midpoint_boundary, get_sampler,
-    plan_pair,
+    CATEGORIES, SAMPLERS, Leaf, Pair, RolloutGroup, causal_stop, find_midpoint_boundary, flat, midpoint, plan_pair,
+    root_restart, stopped_tree,
 )
+
+# the two-stage sampler functions, called with the tree arguments (the registry binds them from config)
+TREES = {"flat": flat, "stopped_tree": stopped_tree, "root_restart": root_restart, "midpoint": midpoint}
 from rlvr_sweep.verify.analytic import complete_draws, exact_marginals  # the enumeration PASS 2 runs
 
 EOS, FILL, NL = 0, 1, 2
@@ -65,11 +68,13 @@ def test_plan_pair_midpoint_rules():
     assert [(b.head, b.grow) for b in no_nl.branches] == [((1, 1, 1, 1, 1, 0), False), ((), True)]
 
 
-def test_get_sampler_lists_valid_names():
-    assert set(SAMPLERS) == {"flat", "stopped_tree", "root_restart", "midpoint"}
-    assert get_sampler("midpoint") is SAMPLERS["midpoint"]
-    with pytest.raises(ValueError, match="valid: .*root_restart"):
-        get_sampler("tree")
+def test_the_registry_lists_valid_names_and_declares_what_each_reads():
+    assert SAMPLERS.names() == ["cf_fork", "flat", "midpoint", "root_restart", "stopped_tree"]
+    assert SAMPLERS["midpoint"].fn is midpoint and SAMPLERS["flat"].credits == ("leaf",)
+    with pytest.raises(ValueError, match="unknown sampler 'tree'; valid: .*root_restart"):
+        SAMPLERS["tree"]
+    assert {"midpoint_min_len", "long_eos_len"} <= set(SAMPLERS["midpoint"].reads)
+    assert "midpoint_min_len" not in SAMPLERS["stopped_tree"].reads and "t_min" not in SAMPLERS["cf_fork"].reads
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,7 +124,7 @@ def paper_check(name: str, groups: int = 4000, seed: int = 42):
     pls: dict[str, set] = defaultdict(set)
     group_pls: dict[int, list[int]] = {}  # number of early-EOS pairs -> sorted prefix lengths seen
     for _ in range(groups):
-        group = SAMPLERS[name](policy, PROMPT, **PAPER_TREE)
+        group = TREES[name](policy, PROMPT, **PAPER_TREE)
         group.check_conservation(PAPER_TREE["horizon"])
         for pair in group.pairs:
             pls[pair.category].add(tuple(leaf.prefix_len for leaf in pair.leaves))
@@ -229,7 +234,7 @@ def test_sampler_matches_enumerated_marginals(name):
     groups = 2500
     counts = [Counter(), Counter()]
     for _ in range(groups):
-        group = SAMPLERS[name](policy, PROMPT, **SMALL)
+        group = TREES[name](policy, PROMPT, **SMALL)
         for pair in group.pairs:
             for b, leaf in enumerate(pair.leaves):
                 counts[b][len(leaf.tokens)] += 1
@@ -293,7 +298,7 @@ class Recording:
         return out
 
 
-@pytest.mark.parametrize("name", list(SAMPLERS))
+@pytest.mark.parametrize("name", list(TREES))
 def test_conservation_on_random_policies(name):
     seen = Counter()
     for seed in range(150):
@@ -305,7 +310,7 @@ def test_conservation_on_random_policies(name):
                   long_eos_len=rng.randint(3, 6))
         policy = Recording(ScriptedPolicy(random_dist(seed), EOS, {2, 3}, seed=seed, prompt_len=2))
         prompt = [9, 9]
-        group = SAMPLERS[name](policy, prompt, **kw)
+        group = TREES[name](policy, prompt, **kw)
         group.check_conservation(horizon)
         seen.update(group.category_counts())
         assert len(group.pairs) == kw["K"] and all(len(p.leaves) == kw["B"] for p in group.pairs)
@@ -368,7 +373,7 @@ def test_check_conservation_names_the_broken_pair():
 
 
 def test_with_category_relabels_flat_warmup():
-    group = SAMPLERS["flat"](ScriptedPolicy(small_dist, EOS, [NL], seed=3), PROMPT, horizon=5)
+    group = TREES["flat"](ScriptedPolicy(small_dist, EOS, [NL], seed=3), PROMPT, horizon=5)
     warm = group.with_category("flat_warmup")
     assert warm.category_counts() == {"flat_warmup": 4} and group.category_counts() == {"flat": 4}
     assert "flat_warmup" in CATEGORIES
@@ -396,7 +401,7 @@ def test_model_policy_newlines(tiny_policy):
     assert not policy.has_newline(10_000)  # past the vocabulary
 
 
-@pytest.mark.parametrize("name", list(SAMPLERS))
+@pytest.mark.parametrize("name", list(TREES))
 def test_model_policy_samplers_conserve_and_reproduce(name, tiny_policy):
     from rlvr_sweep.data import encode_prompts
 
@@ -405,7 +410,7 @@ def test_model_policy_samplers_conserve_and_reproduce(name, tiny_policy):
 
     def run(seed: int) -> RolloutGroup:
         policy = ModelPolicy(tiny_policy, temperature=0.8, top_p=0.9, generator=torch.Generator().manual_seed(seed))
-        return SAMPLERS[name](policy, prompt, **kw)
+        return TREES[name](policy, prompt, **kw)
 
     first, again = run(0), run(0)
     first.check_conservation(kw["horizon"])

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from rlvr_sweep.config import ModelConfig
-from rlvr_sweep.credit import TreeCredit, tree_mean_credit, zero_cont_token_mass
+from rlvr_sweep.credit import Credit, TreeCredit, tree_mean_credit, zero_cont_token_mass
 from rlvr_sweep.policy import load_policy
 from rlvr_sweep.rollout import Leaf, Pair, RolloutGroup
-from rlvr_sweep.run import checkpoint, train
-from rlvr_sweep.update import ScoredGroup, TailAverage, backward, make_adamw, policy_loss
+from rlvr_sweep.run import checkpoint
+from rlvr_sweep.update import ScoredGroup, TailAverage, UpdateSettings, backward, make_adamw, policy_loss, update_step
 from tests.conftest import make_random_qwen3
 from tests.helpers import compose_cfg
 
@@ -35,10 +35,10 @@ def token_logprob_list(model, prompt, completion) -> torch.Tensor:
     return logp[len(prompt) - 1 :].gather(-1, torch.tensor(completion)[:, None]).squeeze(-1)  # (L,)
 
 
-def scored(pairs: list[Pair], rewards, credit: TreeCredit) -> ScoredGroup:
+def scored(pairs: list[Pair], rewards, credit: TreeCredit, active: bool = True) -> ScoredGroup:
     group = RolloutGroup(pairs, 0, 0, 0, 0)
     r = torch.tensor(rewards, dtype=torch.float32)
-    return ScoredGroup(group, ["" for _ in group.leaves()], r, r.clone(), credit, active=True)
+    return ScoredGroup(group, ["" for _ in group.leaves()], r, r.clone(), Credit(credit.prefix, credit.cont, active))
 
 
 def grads_of(model) -> list[torch.Tensor]:
@@ -174,9 +174,7 @@ def test_four_question_update_sums_unit_norm_question_gradients(tree_group):
     pending = []
     for rewards in reward_sets:
         credit = tree_mean_credit(torch.tensor(rewards), shared, beta=0.0, alpha=0.5)
-        group = scored(pairs, rewards, credit)
-        group.active = len({r for row in rewards for r in row}) > 1
-        pending.append((PROMPT, group))
+        pending.append((PROMPT, scored(pairs, rewards, credit, active=len({r for row in rewards for r in row}) > 1)))
     expected = [torch.zeros_like(p) for p in params]
     for prompt, group in pending:
         if not group.active:
@@ -189,10 +187,11 @@ def test_four_question_update_sums_unit_norm_question_gradients(tree_group):
             e.add_(x / norm)
     recorder = Recorder(make_adamw(params, 1e-5, (0.9, 0.999), 1e-8, 0.01), params)
 
-    class Policy:
-        pad_id, device = PAD, "cpu"
-
-    outcome, _, (bwd_out, _) = train._update(cfg, model, params, recorder, pending, Policy())
+    t = cfg.train
+    settings = UpdateSettings(cfg.optimizer_step.name, t.loss_recipe, t.backward_micro_batch, t.unit_question_grad,
+                              t.grad_clip, cfg.sampler.fork_threshold, PAD, "cpu")
+    update = update_step(model, params, recorder, pending, settings)
+    outcome, bwd_out = update.outcome, update.bwd_out
     assert outcome.action == "backward_step" and len(recorder.seen) == 1
     leaf_tokens = sum(len(leaf.tokens) for p in pairs for leaf in p.leaves)
     assert bwd_out == 3 * leaf_tokens  # the homogeneous question paid for no backward
@@ -272,15 +271,15 @@ def fork_group():
 def test_fork_group_backward_matches_its_oracle_with_the_hinge(micro_batch):
     """Per-token credit from `loss_credit` plus (lambda / G) max(0, delta - [log p(v_w) - log p(v_l)]) at the
     fork token of each divergent pair, one forward per leaf; G = 4 leaves, lambda 0.5, delta 0.5."""
-    from rlvr_sweep.credit import cf_rg, loss_credit
+    from rlvr_sweep.credit import cf_credit, loss_credit
 
     group = fork_group()
     rewards = [[0.0, 1.0], [1.0, 0.0]]
-    cf = cf_rg(rewards, [2, 1], [[5, 6], [4, 3]], hinge_weight=0.5)
+    cf = cf_credit(rewards, [2, 1], [[5, 6], [4, 3]], variant="cf_rg", hinge_weight=0.5)
     assert cf.metrics["active"] and cf.dup.tolist() == [False, True] and [h.k for h in cf.hinge] == [0]
     credit = loss_credit(cf)
     r = torch.tensor(rewards)
-    scored_group = ScoredGroup(group, ["", "", "", ""], r, r.clone(), credit, True, cf)
+    scored_group = ScoredGroup(group, ["", "", "", ""], r, r.clone(), Credit(credit.prefix, credit.cont, True, cf))
     model = make_random_qwen3(seed=8)
     leaves = group.leaves()
     model.zero_grad()

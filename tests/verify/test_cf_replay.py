@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from rlvr_sweep.credit import cf_step_fields, get_cf_estimator, loss_credit
+from rlvr_sweep.credit import Credit, cf_step_fields, loss_credit
+from rlvr_sweep.credit.counterfactual import cf_credit
 from rlvr_sweep.rollout import ForkGroup, ForkPair, Leaf
 from rlvr_sweep.update import ScoredGroup, ledger_rows
 from rlvr_sweep.verify.cf_replay import replay_cf
@@ -27,9 +28,10 @@ def stored_step(step, variant, rewards, hinge=0.15):
     """The step and pair ledger rows the trainer writes for one fork group."""
     group = ForkGroup([fork_pair(0, 3, 20, 40), fork_pair(1, 5, 9, 30), fork_pair(2, 2, 12, 12),
                        fork_pair(3, 4, 50, 7)], 0, 0, 0, 0)
-    cf = get_cf_estimator(variant)(rewards, [3, 5, 2, 4], [[20, 40], [9, 30], [12, 12], [50, 7]], hinge_weight=hinge)
+    cf = cf_credit(rewards, [3, 5, 2, 4], [[20, 40], [9, 30], [12, 12], [50, 7]], variant=variant, hinge_weight=hinge)
     r = torch.tensor(rewards, dtype=torch.float32)
-    scored = ScoredGroup(group, [""] * 8, r, r.clone(), loss_credit(cf), cf.metrics["active"], cf)
+    credit = loss_credit(cf)
+    scored = ScoredGroup(group, [""] * 8, r, r.clone(), Credit(credit.prefix, credit.cont, cf.metrics["active"], cf))
     pairs = [{**KEYS, **row} for row in ledger_rows(step, scored)]
     return {**KEYS, "step": step, **cf_step_fields(cf)}, pairs
 

@@ -11,39 +11,16 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from rlvr_sweep.config.rules import ConfigError, range_problems, unknown_keys
-from rlvr_sweep.config.schema import CF_ESTIMATORS, FORK_SAMPLERS, TREE_SAMPLERS, Config
+from rlvr_sweep.config.schema import Config
 
 TOP_LEVEL_EXTRAS = ("hydra",)  # Hydra's own node, when a config is composed with return_hydra_config
 
 
 def combination_problems(cfg: Config) -> list[str]:
-    """Settings that are each valid but cannot go together."""
+    """Settings that are each valid but cannot go together (the ones that depend on which options are
+    chosen, such as an estimator the sampler's groups cannot take, are `run.choices`' to check)."""
     problems = []
-    s, e, t = cfg.sampler, cfg.estimator, cfg.train
-    cf_estimator, cf_sampler = e.name in CF_ESTIMATORS, s.name in FORK_SAMPLERS
-    if cf_estimator != cf_sampler:
-        problems.append(f"estimator.name={e.name!r} with sampler.name={s.name!r}: the counterfactual estimators "
-                        f"{list(CF_ESTIMATORS)} credit fork pairs, which only sampler {list(FORK_SAMPLERS)} draws")
-    if cf_sampler and t.backward_micro_batch is not None and t.backward_micro_batch % 2:
-        problems.append(f"train.backward_micro_batch={t.backward_micro_batch} must be even with fork pairs: "
-                        "a pair's two leaves (and its fork hinge) share a backward chunk")
-    if cf_sampler and s.fork_start >= s.fork_end:
-        problems.append(f"sampler.fork_start={s.fork_start} must be < sampler.fork_end={s.fork_end}")
-    ev = cfg.eval
-    if ev.name == "fork3" and not ev.fork_start < ev.fork_end <= ev.margin_tokens:
-        problems.append(f"eval.fork_start={ev.fork_start}, eval.fork_end={ev.fork_end}, "
-                        f"eval.margin_tokens={ev.margin_tokens}: fork3 needs fork_start < fork_end <= margin_tokens "
-                        "(forks are picked from the margin pass)")
-    if e.name != "grpo":
-        if not cf_estimator and s.name not in TREE_SAMPLERS:
-            problems.append(f"estimator.name={e.name!r} credits tree prefixes but sampler.name={s.name!r} draws "
-                            "no tree: use a tree sampler or estimator=grpo")
-        if t.loss_recipe == "sum_then_scale":
-            problems.append(f"estimator.name={e.name!r} gives per-token credit but train.loss_recipe=sum_then_scale "
-                            "needs one advantage per sequence: use scale_then_sum")
-    if (cfg.reward.name == "gated") != (cfg.reward.gate_chars is not None):
-        problems.append(f"reward.gate_chars={cfg.reward.gate_chars!r} with reward.name={cfg.reward.name!r}: "
-                        "a gated reward needs gate_chars, an ungated one must leave it null")
+    s, t = cfg.sampler, cfg.train
     if s.split_tokens < s.t_min:
         problems.append(f"sampler.split_tokens={s.split_tokens} < sampler.t_min={s.t_min}: T_max must be >= T_min")
     if t.tail_average is not None:
@@ -64,9 +41,6 @@ def combination_problems(cfg: Config) -> list[str]:
                         "(e.g. a finished run's <run>/model)")
     if cfg.task == "evaluate" and not cfg.eval.benchmarks:
         problems.append("task=evaluate with no eval.benchmarks has nothing to do")
-    if cfg.eval.schedule == "refill" and cfg.model.engine == "reference":
-        problems.append("eval.schedule=refill needs model.engine=static or vllm (the reference engine decodes "
-                        "fixed batches only)")
     return problems
 
 

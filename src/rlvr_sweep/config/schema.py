@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
@@ -24,20 +24,11 @@ PATH_NAME = matches(r"(?!.*\.stale-)[A-Za-z0-9_][A-Za-z0-9_+=,@-]*(\.[A-Za-z0-9_
                     "a plain folder name: letters, digits, _ + = , @ - and inner dots; no '/', no leading '.', "
                     "no '.stale-' (the mark of a moved-aside folder)")
 
-# Names the stages register (rollout.SAMPLERS, credit estimators, ...); tests/config checks they agree.
-SAMPLER_NAMES = ("flat", "stopped_tree", "root_restart", "midpoint", "cf_fork")
-TREE_SAMPLERS = ("stopped_tree", "root_restart", "midpoint")
-FORK_SAMPLERS = ("cf_fork",)
-CF_ESTIMATORS = ("cf_uncond", "cf_rg", "cf_pb")
-ESTIMATOR_NAMES = ("grpo", "tree_mean", "clamped_prefix", *CF_ESTIMATORS)
-HOMOGENEOUS_STEPS = ("full_backward", "skip", "zero_grad")
-LOSS_RECIPES = ("sum_then_scale", "scale_then_sum")
-REWARD_NAMES = ("ungated", "gated")
-GRADER_NAMES = ("baseline", "math_verify")
-BENCHMARK_NAMES = ("amc23", "ext240", "gsm8k200", "math500", "math_val210", "toy_heldout")
-DTYPE_NAMES = ("bfloat16", "float16", "float32")
-ENGINE_NAMES = ("reference", "static", "vllm")
-SCHEDULE_NAMES = ("fixed", "length_sorted", "refill")
+# The names of a choice live in the registry of the stage that implements it (rollout.SAMPLERS,
+# credit.ESTIMATORS, reward.REWARDS, evaluation.READOUTS / SCHEDULES, rollout.ENGINES, ...) and are
+# checked against it when a job is built (`run.choices`). The value sets below belong to the config:
+DTYPE_NAMES = ("bfloat16", "float16", "float32")  # policy.DTYPES maps them to torch dtypes
+STD_KINDS = ("unbiased", "population")  # the group std of GRPO-style credit: Bessel's (N - 1), or N
 TASKS = ("train", "evaluate")
 
 
@@ -51,7 +42,7 @@ class ModelConfig:
     device: str = setting("auto", matches(r"auto|cpu|mps|cuda(:\d+)?", "auto, cpu, mps, cuda or cuda:N"))
     # decoding engine for rollouts and read-outs: `reference` (the loop over a DynamicCache),
     # `static` (preallocated cache, CUDA graphs on a GPU), `vllm` (GPU, `pip install rlvr_sweep[vllm]`)
-    engine: str = setting("reference", one_of(*ENGINE_NAMES))
+    engine: str = setting("reference", NON_EMPTY)  # rollout.ENGINES
 
 
 @dataclass
@@ -68,7 +59,7 @@ class DataConfig:
 
 @dataclass
 class SamplerConfig:
-    name: str = setting("flat", one_of(*SAMPLER_NAMES))
+    name: str = setting("flat", NON_EMPTY)  # rollout.SAMPLERS
     # G rollouts per question, drawn as G/2 pairs of 2 (the pair ledger's shape), hence even
     group_size: int = setting(8, at_least(2), EVEN)
     temperature: float = setting(0.8, above(0))  # rollouts are sampled; greedy groups are always homogeneous
@@ -87,23 +78,27 @@ class SamplerConfig:
     fork_start: int = setting(4, at_least(1))
     fork_end: int = setting(64, at_least(2))
     fork_threshold: float = setting(0.5, at_least(0))
+    # parameters of a sampler registered outside the package that the schema has no field for
+    params: dict[str, Any] = setting({})
 
 
 @dataclass
 class EstimatorConfig:
-    name: str = setting("grpo", one_of(*ESTIMATOR_NAMES))
-    std: str = setting("unbiased", one_of("unbiased", "population"))  # unbiased (N-1): the baseline
+    name: str = setting("grpo", NON_EMPTY)  # credit.ESTIMATORS
+    std: str = setting("unbiased", one_of(*STD_KINDS))  # unbiased (N-1): the baseline
     eps: float = setting(1e-4, above(0))
     beta: float = setting(0.0, between(0, 1))  # tree: weight of the max backup M_k in the prefix value
     alpha: float = setting(0.5, between(0, 1))  # tree: weight of the local (R - Vhat) continuation term
     zero_cont_token_mass: bool = False  # shift continuation credit to zero signed token mass
     # cf_*: weight of the fork hinge (`credit.counterfactual`: 0.5 in Arm 14, 0.15 from Arm 15 on; 0: none)
     hinge_weight: float = setting(0.0, at_least(0))
+    # parameters of an estimator registered outside the package (docs/extending.md), e.g. {loo_scale: 1.0}
+    params: dict[str, Any] = setting({})
 
 
 @dataclass
 class OptimizerStepConfig:
-    name: str = setting("full_backward", one_of(*HOMOGENEOUS_STEPS))  # what a homogeneous group does
+    name: str = setting("full_backward", NON_EMPTY)  # what a homogeneous group does (update.HOMOGENEOUS_STEPS)
 
 
 @dataclass
@@ -113,25 +108,26 @@ class HorizonConfig:
 
 @dataclass
 class RewardConfig:
-    name: str = setting("ungated", one_of(*REWARD_NAMES))
+    name: str = setting("ungated", NON_EMPTY)  # reward.REWARDS
     # paper units; reward only if text.rfind("\\boxed") >= scaled gate (set exactly when gated)
     gate_chars: Optional[int] = setting(None, at_least(0))
+    params: dict[str, Any] = setting({})  # parameters of a reward registered outside the package
 
 
 @dataclass
 class GraderConfig:
-    name: str = setting("baseline", one_of(*GRADER_NAMES))  # answer equivalence for rewards and eval
+    name: str = setting("baseline", NON_EMPTY)  # answer equivalence for rewards and eval (reward.GRADERS)
 
 
 @dataclass
 class EvalConfig:
     # greedy; sampled_k3 (paper §5.5, Table 4); fork3: greedy root + low-margin forks (§5.6, Table 5B)
-    name: str = setting("greedy", one_of("greedy", "sampled_k3", "fork3", "none"))
-    benchmarks: list[str] = setting(["math500", "math_val210", "ext240"], each(one_of(*BENCHMARK_NAMES)))
+    name: str = setting("greedy", NON_EMPTY)  # evaluation.READOUTS
+    benchmarks: list[str] = setting(["math500", "math_val210", "ext240"], each(NON_EMPTY))  # data.benchmark_names()
     max_new_tokens: int = setting(2048, at_least(1))  # paper tokens (scaled by profile.length_scale)
     batch_size: int = setting(32, at_least(1))  # changes bf16 grades (paper §5.4), so part of the identity
     # fixed: batches of batch_size in dataset order (the paper's); length_sorted; refill (continuous)
-    schedule: str = setting("fixed", one_of(*SCHEDULE_NAMES))
+    schedule: str = setting("fixed", NON_EMPTY)  # evaluation.SCHEDULES
     slots: Optional[int] = setting(None, at_least(1))  # refill: rows decoding at once (None: batch_size)
     limit: Optional[int] = setting(None, at_least(1))  # first `limit` items of each benchmark
     before: bool = True  # read out the untrained policy too
@@ -172,7 +168,7 @@ class TrainConfig:
     adam_eps: float = setting(1e-8, above(0))
     weight_decay: float = setting(0.01, at_least(0))
     grad_clip: float = setting(1.0, above(0))  # max global grad norm (a negative one would flip the gradient)
-    loss_recipe: str = setting("scale_then_sum", one_of(*LOSS_RECIPES))  # sum_then_scale: Arm 1's recipe
+    loss_recipe: str = setting("scale_then_sum", NON_EMPTY)  # update.LOSS_RECIPES; sum_then_scale: Arm 1's
     backward_micro_batch: Optional[int] = setting(None, at_least(1))  # rollouts per backward chunk; None = all
     active_steps: Optional[int] = setting(None, at_least(1))  # train until this many active steps
     max_steps: int = setting(1000, at_least(1))  # step budget when training to a number of active steps
@@ -236,6 +232,9 @@ class Config:
     # not part of the run's identity; `paper_arm(cfg)` reads it.
     paper_arms: dict[int, str] = setting({}, identity=False)
     seed: int = setting(42, between(0, 2**63 - 1))
+    # modules imported before the choices are checked: a researcher's own options register there
+    # (`@ESTIMATORS.register(...)`, docs/extending.md); part of the identity
+    plugins: list[str] = setting([], each(NON_EMPTY))
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)

@@ -270,32 +270,3 @@ def cf_step_fields(cf: CfCredit) -> dict:
             "n_forked": m["n_forked"], "n_b0_win": m["n_b0_win"], "n_b1_win": m["n_b1_win"],
             "n_rescue_dup": m["n_rescue_dup"], "n_divergent": m["n_divergent"], "n_hinge": m["n_hinge"],
             "hinge_weight": cf.hinge_weight}
-
-
-# ---------------------------------------------------------------------------------------------
-# Registry: every entry is (rewards (K, 2), tau (K,), lengths (K, 2), *, hinge_weight, forked, alpha, eps)
-# -> CfCredit. The paper's hinge weights (0.5 / 0.15 / 0.15) belong in the estimator configs.
-
-
-def cf_uncond(rewards, tau, lengths, **kw) -> CfCredit:
-    """Arm 14: raw pairs, --cf-balance-div-len."""
-    return cf_credit(rewards, tau, lengths, variant="cf_uncond", **kw)
-
-
-def cf_rg(rewards, tau, lengths, **kw) -> CfCredit:
-    """Arms 15, 16, 18: --cf-rescue-only --cf-dampen-lose-len."""
-    return cf_credit(rewards, tau, lengths, variant="cf_rg", **kw)
-
-
-def cf_pb(rewards, tau, lengths, **kw) -> CfCredit:
-    """Arms 17, 19: the cf_rg package plus --cf-pair-balanced."""
-    return cf_credit(rewards, tau, lengths, variant="cf_pb", **kw)
-
-
-CF_ESTIMATORS = {"cf_uncond": cf_uncond, "cf_rg": cf_rg, "cf_pb": cf_pb}
-
-
-def get_cf_estimator(name: str):
-    if name not in CF_ESTIMATORS:
-        raise ValueError(f"unknown counterfactual estimator {name!r}; valid: {sorted(CF_ESTIMATORS)}")
-    return CF_ESTIMATORS[name]

@@ -1,4 +1,4 @@
-"""Advantage estimators: pure functions from rewards (and, later, tree structure) to advantages.
+"""Leaf GRPO advantages: a pure function from a group's rewards to one advantage per rollout.
 
 `grpo` is leaf-level GRPO (seed paper §1, baseline spec §7): A_i = (r_i - mean(r)) / (std(r) + eps)
 with the unbiased (N-1) std by default. A homogeneous group (all rewards equal) gets exactly 0.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-STD_KINDS = ("unbiased", "population")
+from rlvr_sweep.config import STD_KINDS
 
 
 def is_homogeneous(rewards: torch.Tensor) -> bool:
@@ -29,11 +29,3 @@ def grpo_advantages(rewards: torch.Tensor, eps: float = 1e-4, std: str = "unbias
     sigma = r.std(correction=1 if std == "unbiased" else 0)
     return (r - r.mean()) / (sigma + eps)
 
-
-ESTIMATORS = {"grpo": grpo_advantages}
-
-
-def get_estimator(name: str):
-    if name not in ESTIMATORS:
-        raise ValueError(f"unknown estimator {name!r}; valid: {sorted(ESTIMATORS)}")
-    return ESTIMATORS[name]

@@ -24,7 +24,8 @@ from typing import NamedTuple
 
 import torch
 
-from rlvr_sweep.credit.grpo import STD_KINDS, is_homogeneous
+from rlvr_sweep.config import STD_KINDS
+from rlvr_sweep.credit.grpo import is_homogeneous
 
 
 class TreeCredit(NamedTuple):
@@ -164,12 +165,3 @@ def token_advantages(credit: TreeCredit, prefix_len: torch.Tensor, leaf_len: tor
     zero = torch.zeros((), dtype=torch.float32)
     return torch.where(j < pl, pre, torch.where(j < ll, cont, zero))  # (N, width)
 
-
-TREE_ESTIMATORS = {"tree_mean": tree_mean_credit, "clamped_prefix": clamped_prefix_advantages}
-
-
-def get_tree_estimator(name: str):
-    """Registry lookup; every entry is (rewards (K,B), shared (K,), *, beta, alpha, eps, std) -> TreeCredit."""
-    if name not in TREE_ESTIMATORS:
-        raise ValueError(f"unknown tree estimator {name!r}; valid: {sorted(TREE_ESTIMATORS)}")
-    return TREE_ESTIMATORS[name]

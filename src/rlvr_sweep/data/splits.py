@@ -85,11 +85,11 @@ import json
 import os
 import random
 import sys
-import tempfile
 from collections import Counter, deque
 from pathlib import Path
 
 from rlvr_sweep.data.jsonl import DataError, read_jsonl
+from rlvr_sweep.io import atomic_write
 
 SUBJECTS = (
     "Algebra",
@@ -302,21 +302,7 @@ def _umask() -> int:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    """Write data to a temporary file next to path, then os.replace it into place."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic_write(path, lambda f: f.write(data), mode=0o666 & ~_umask())
 
 
 def write_splits(

@@ -22,13 +22,21 @@ from collections.abc import Callable
 
 import torch
 
+from rlvr_sweep.config.options import Option, Registry
 from rlvr_sweep.rollout import Generation
 from rlvr_sweep.rollout.engines import get_engine
 from rlvr_sweep.rollout.refill import generate_refill
 
 __all__ = ["SCHEDULES", "fixed_batches", "length_sorted_batches", "merge_generations", "decode_readout"]
 
-SCHEDULES = ("fixed", "length_sorted", "refill")
+SCHEDULES = Registry("read-out schedule", group="eval", key="schedule")
+
+
+def _refill_engine(cfg) -> list[str]:
+    if cfg.model.engine in ("static", "vllm"):
+        return []
+    return [f"eval.schedule=refill needs model.engine=static or vllm (model.engine={cfg.model.engine!r} decodes "
+            "fixed batches only)"]
 
 
 def fixed_batches(n_items: int, batch_size: int) -> list[list[int]]:
@@ -109,8 +117,7 @@ def decode_readout(
     ``on_batch(items, generated_tokens)`` is called after every decoded batch (progress reports).
     """
     report = on_batch or (lambda items, tokens: None)
-    if schedule not in SCHEDULES:
-        raise ValueError(f"unknown eval schedule {schedule!r}; valid: {list(SCHEDULES)}")
+    SCHEDULES[schedule]  # an unknown name fails here, with the valid ones
     generate = get_engine(engine)
     kwargs = dict(max_new_tokens=max_new_tokens, eos_id=eos_id, pad_id=pad_id, temperature=temperature,
                   top_p=top_p, generator=generator, record_margins=record_margins)
@@ -133,3 +140,9 @@ def decode_readout(
         parts.append((items, generate(model, [prompts[i] for i in items], **kwargs)))
         report(len(items), parts[-1][1].generated_tokens)
     return merge_generations(parts, n)
+
+
+SCHEDULES.add(Option("fixed", fixed_batches, doc="batches of batch_size in dataset order (the paper's)"))
+SCHEDULES.add(Option("length_sorted", length_sorted_batches, doc="batches over items sorted by prompt length"))
+SCHEDULES.add(Option("refill", generate_refill, reads=("slots",), check=_refill_engine,
+                     doc="slots rows decoding at once, a finished row refilled at once"))

@@ -18,9 +18,9 @@ from urllib.parse import urlparse
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from rlvr_sweep.config import ModelConfig
+from rlvr_sweep.config import DTYPE_NAMES, ModelConfig
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}  # model.dtype -> torch dtype
 HUB_PROBE_TIMEOUT_S = 3.0
 
 

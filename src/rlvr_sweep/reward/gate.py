@@ -7,9 +7,12 @@ derivation: at least `gate_chars` characters before the last `\\boxed`.
 
 from __future__ import annotations
 
+from rlvr_sweep.config.options import Option, Registry
 from rlvr_sweep.reward import grading
 
-REWARDS = ("ungated", "gated")
+# The reward registry (`reward.name`): every entry is (texts, gold, *, grade, **settings) ->
+# (rewards, correct), `grade` the run's grader.
+REWARDS = Registry("reward", group="reward")
 
 
 def score_rollouts(texts: list[str], gold: str, gate_chars: int | None, grade=grading.grade):
@@ -40,3 +43,24 @@ def first_box_token(tokens: list[int], decode) -> int:
         else:
             lo = mid + 1
     return lo - 1
+
+
+def ungated(texts: list[str], gold: str, *, grade=grading.grade):
+    """The verifier's verdict alone (Arms 1, 2)."""
+    return score_rollouts(texts, gold, None, grade)
+
+
+def gated(texts: list[str], gold: str, *, grade=grading.grade, gate_chars: int = grading.GATE_CHARS):
+    """The verdict, kept only with >= gate_chars characters before the last \\boxed (the derivation gate)."""
+    return score_rollouts(texts, gold, gate_chars, grade)
+
+
+def _gate_set(cfg) -> list[str]:
+    if cfg.reward.gate_chars is not None:
+        return []
+    return ["reward.gate_chars=None with reward.name='gated': a gated reward needs gate_chars (paper: 30)"]
+
+
+REWARDS.add(Option("ungated", ungated, doc="the verifier's verdict alone"))
+REWARDS.add(Option("gated", gated, reads=("gate_chars",), lengths=("gate_chars",), check=_gate_set,
+                   doc="the verdict behind the derivation gate (paper §4.1)"))

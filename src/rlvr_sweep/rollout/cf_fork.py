@@ -46,11 +46,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from rlvr_sweep.rollout.samplers import Branch, Pair, RolloutGroup, _Ledger, grow_branches
+from rlvr_sweep.config.options import Option
+from rlvr_sweep.rollout.samplers import (
+    CALLER, SAMPLERS, SAMPLING, WARMUP, WARMUP_ONLY, Branch, Pair, RolloutGroup, _Ledger, grow_branches,
+)
 
 __all__ = [
     "CF_CATEGORIES", "ForkPair", "ForkGroup", "ForkPlan", "fork_position", "alternative_token", "plan_fork",
-    "cf_fork", "FORK_SAMPLERS", "get_fork_sampler",
+    "cf_fork",
 ]
 
 CF_CATEGORIES = ("cf_first_gap", "cf_min_margin", "cf_no_fork")
@@ -206,12 +209,17 @@ def cf_fork(policy, prompt: list[int], *, horizon: int, K: int = 4, B: int = 2, 
     return ForkGroup(pairs, ledger.gen, ledger.prefill, ledger.padded, ledger.untrimmed)
 
 
-# Fork samplers take (policy, prompt, *, horizon, K, B, fork_start, fork_end, threshold), not the tree
-# samplers' (t_min, t_max, midpoint_min_len, long_eos_len), so they have their own registry.
-FORK_SAMPLERS = {"cf_fork": cf_fork}
+def _fork_settings(cfg) -> list[str]:
+    """The fork window must be non-empty; a pair's two leaves (and its hinge) share a backward chunk."""
+    s, mb = cfg.sampler, cfg.train.backward_micro_batch
+    out = [] if s.fork_start < s.fork_end else [f"sampler.fork_start={s.fork_start} must be < sampler.fork_end={s.fork_end}"]
+    if mb is not None and mb % 2:
+        out.append(f"train.backward_micro_batch={mb} must be even with fork pairs: a pair's two leaves (and its "
+                   "fork hinge) share a backward chunk")
+    return out
 
 
-def get_fork_sampler(name: str):
-    if name not in FORK_SAMPLERS:
-        raise ValueError(f"unknown fork sampler {name!r}; valid: {sorted(FORK_SAMPLERS)}")
-    return FORK_SAMPLERS[name]
+SAMPLERS.add(Option("cf_fork", cf_fork, check=_fork_settings, reads=("K", "B", "fork_start", "fork_end", "fork_threshold", *SAMPLING, *WARMUP),
+                    lengths=("fork_start", "fork_end"), arguments={"fork_threshold": "threshold", **CALLER},
+                    read_when=WARMUP_ONLY, kind="fork", credits=("fork",),
+                    doc="counterfactual fork pairs at a low-margin token (paper §5.6 item 4)"))

@@ -15,21 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rlvr_sweep.config.options import Option, Registry
 from rlvr_sweep.rollout import engine, static_engine, vllm_engine
 
 __all__ = ["ENGINES", "get_engine"]
 
+ENGINES = Registry("rollout engine", group="model", key="engine")
+ENGINES.add(Option("reference", engine.generate, doc="a Python loop over a transformers DynamicCache (the baseline)"))
+ENGINES.add(Option("static", static_engine.generate, doc="a preallocated cache and a fixed decode step (CUDA graphs)"))
+ENGINES.add(Option("vllm", vllm_engine.generate, doc="vLLM in-process (GPU, optional extra)"))
+
 
 def get_engine(name: str) -> Callable:
-    """The generate function registered as ``name``; unknown names list the valid ones."""
-    try:
-        return ENGINES[name]
-    except KeyError:
-        raise ValueError(f"unknown rollout engine {name!r}; valid: {sorted(ENGINES)}") from None
-
-
-ENGINES: dict[str, Callable] = {
-    "reference": engine.generate,
-    "static": static_engine.generate,
-    "vllm": vllm_engine.generate,
-}
+    """The generate function registered as ``name`` (`ENGINES[name].fn`)."""
+    return ENGINES[name].fn

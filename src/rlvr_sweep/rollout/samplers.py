@@ -50,10 +50,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from rlvr_sweep.config.options import Option, Registry
+
 __all__ = [
     "CATEGORIES", "Leaf", "Pair", "RolloutGroup", "Branch", "PairPlan", "causal_stop",
     "find_midpoint_boundary", "plan_pair", "flat", "stopped_tree", "root_restart", "midpoint",
-    "SAMPLERS", "get_sampler",
+    "SAMPLERS", "flat_group",
 ]
 
 CATEGORIES = ("flat", "flat_warmup", "causal_non_eos", "terminal_dup", "tau_zero",
@@ -331,10 +333,30 @@ def midpoint(policy, prompt: list[int], *, horizon: int, K: int = 4, B: int = 2,
                       t_max=t_max, midpoint_min_len=midpoint_min_len, long_eos_len=long_eos_len)
 
 
-SAMPLERS = {"flat": flat, "stopped_tree": stopped_tree, "root_restart": root_restart, "midpoint": midpoint}
+# ---------------------------------------------------------------------------------------------
+# The sampler registry (`sampler.name`): every entry is (policy, prompt, *, horizon, **settings) ->
+# RolloutGroup, its settings the `sampler.*` it declares (lengths in paper tokens, scaled by the
+# profile when bound). Every sampler reads temperature and top_p through the sampling policy it is
+# given; tree and fork samplers also read `bifurcate_after_active` (their flat warmup, drawn by the
+# training loop) and then `group_size`. `credits`: the estimator kinds that can credit its groups.
+
+SAMPLERS = Registry("sampler", group="sampler")
+SAMPLING = ("temperature", "top_p")  # the sampling policy's: applied by the caller
+WARMUP = ("bifurcate_after_active", "group_size")  # the flat warmup's: drawn by the caller
+CALLER = {key: None for key in (*SAMPLING, *WARMUP)}
+WARMUP_ONLY = {"group_size": lambda s: s.bifurcate_after_active > 0}
 
 
-def get_sampler(name: str):
-    if name not in SAMPLERS:
-        raise ValueError(f"unknown sampler {name!r}; valid: {sorted(SAMPLERS)}")
-    return SAMPLERS[name]
+def flat_group(policy, prompt: list[int], *, horizon: int, group_size: int = 8) -> RolloutGroup:
+    """G = group_size independent rollouts, as G/2 pairs of 2 (the pair ledger's shape)."""
+    return flat(policy, prompt, horizon=horizon, K=group_size // 2, B=2)
+
+
+SAMPLERS.add(Option("flat", flat_group, reads=("group_size", *SAMPLING), arguments=dict.fromkeys(SAMPLING),
+                    kind="flat", credits=("leaf",), doc="G independent rollouts (paper §1)"))
+_TREE = dict(lengths=("t_min", "split_tokens"), arguments={"split_tokens": "t_max", **CALLER},
+             read_when=WARMUP_ONLY, kind="tree", credits=("leaf", "tree"))
+for _name, _fn, _extra in (("stopped_tree", stopped_tree, ()), ("root_restart", root_restart, ()),
+                           ("midpoint", midpoint, ("midpoint_min_len", "long_eos_len"))):
+    SAMPLERS.add(Option(_name, _fn, reads=("K", "B", "t_min", "split_tokens", *_extra, *SAMPLING, *WARMUP),
+                        doc=(_fn.__doc__ or "").strip().split("\n")[0], **{**_TREE, "lengths": (*_TREE["lengths"], *_extra)}))

@@ -7,7 +7,8 @@ policy, and writes every table into the run's folder; `checkpoint` makes a kille
 it stopped; `loggers` and `progress` report as it goes. task=evaluate reads out a saved checkpoint.
 """
 
+from rlvr_sweep.run.choices import check_choices
 from rlvr_sweep.run.lifecycle import run, run_plan
 from rlvr_sweep.run.plan import Plan, plan
 
-__all__ = ["Plan", "plan", "run", "run_plan"]
+__all__ = ["Plan", "check_choices", "plan", "run", "run_plan"]

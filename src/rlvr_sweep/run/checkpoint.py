@@ -13,10 +13,11 @@ does not load, or that another run wrote, raises `CheckpointError` naming the fi
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
+
+from rlvr_sweep.io import atomic_write
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -31,13 +32,7 @@ def save(run_dir: Path, *, model, optimizer, generator: torch.Generator, tail, p
         "torch_rng": torch.get_rng_state(), "tail": tail.state() if tail else None, "progress": progress,
         "run_hash": progress["run_hash"],
     }
-    path = Path(run_dir) / CHECKPOINT
-    tmp = path.with_name(f".{CHECKPOINT}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        torch.save(payload, f)
-        f.flush()
-        os.fsync(f.fileno())  # on disk before the rename makes it the checkpoint
-    os.replace(tmp, path)
+    atomic_write(Path(run_dir) / CHECKPOINT, lambda f: torch.save(payload, f))
 
 
 def load(run_dir: Path, run_hash: str) -> dict | None:

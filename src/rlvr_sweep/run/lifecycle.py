@@ -70,7 +70,7 @@ def run_plan(p: Plan) -> dict:
                 store.atomic_write_json(run_dir / store.RUN_JSON, info)
                 log.info("run %s -> %s", cfg.arm, run_dir)
                 _name_earlier_inputs(run_dir, identity)
-                loggers = open_loggers(cfg.logger, run_dir / LOGS, resume["progress"]["step"] if resume else None,
+                loggers = open_loggers(cfg.logger, run_dir / LOGS, resume["progress"].get("step") if resume else None,
                                        run_id=f"{cfg.arm}-{identity.run}-s{cfg.seed}", name=run_dir.name)
                 if not resume:
                     loggers.log_config(store.config_dict(cfg))
@@ -240,10 +240,11 @@ def _run_info(cfg: Config, run_dir, policy, resume, identity) -> dict:
 # what a run does
 
 
-def _read_out(cfg: Config, policy, eval_sets: dict, phase: str, grade, progress: dict, run_dir, keys: dict,
+def _read_out(cfg: Config, policy, eval_sets: dict, phase: str, grade, progress, run_dir, keys: dict,
               loggers, step: int) -> None:
-    """Read out every benchmark not yet read out in `phase`, writing the grades table after each."""
-    done = {(g["phase"], g["benchmark"]) for g in progress["grades"]}
+    """Read out every benchmark not yet read out in `phase`, writing the grades table after each
+    (`progress`: the run's state, its `grades` and `accuracy`)."""
+    done = {(g["phase"], g["benchmark"]) for g in progress.grades}
     for name, rows in eval_sets.items():
         if (phase, name) in done:
             continue
@@ -251,11 +252,11 @@ def _read_out(cfg: Config, policy, eval_sets: dict, phase: str, grade, progress:
         graded = readouts.read_out(cfg, policy, rows, benchmark=name, phase=phase, grade=grade,
                                    on_batch=lambda items, tokens: bar.update(items, tokens))
         bar.close()
-        progress["grades"].extend(graded)
-        store.write_table(run_dir, "grades", progress["grades"], keys)
+        progress.grades.extend(graded)
+        store.write_table(run_dir, "grades", progress.grades, keys)
     for name in eval_sets:
-        accuracy = _accuracy_by_source(name, [g for g in progress["grades"] if (g["phase"], g["benchmark"]) == (phase, name)])
-        progress["accuracy"].setdefault(phase, {}).update(accuracy)
+        accuracy = _accuracy_by_source(name, [g for g in progress.grades if (g["phase"], g["benchmark"]) == (phase, name)])
+        progress.accuracy.setdefault(phase, {}).update(accuracy)
         loggers.log_accuracy(step, phase, accuracy)
         log.info("%s %s: %s", phase, name, ", ".join(f"{k} {v:.3f}" for k, v in accuracy.items()))
 
@@ -263,11 +264,11 @@ def _read_out(cfg: Config, policy, eval_sets: dict, phase: str, grade, progress:
 def _evaluate_checkpoint(cfg: Config, policy, train_rows, eval_sets, run_dir, resume, loggers, identity) -> dict:
     """task=evaluate: read out the checkpoint in `model.path` on every benchmark (phase `eval`)."""
     grader_before = grading.stats()
-    progress = {"grades": resume["progress"]["grades"] if resume else [], "accuracy": {}}
-    _read_out(cfg, policy, eval_sets, "eval", get_grader(cfg.grader.name), progress, run_dir,
+    state = train.TrainState(run_hash=identity.run, grades=resume["progress"]["grades"] if resume else [])
+    _read_out(cfg, policy, eval_sets, "eval", get_grader(cfg.grader.name), state, run_dir,
               store.run_keys(cfg, identity.run), loggers, step=0)
     return {"eval_max_new_tokens": scaled_length(cfg.eval.max_new_tokens, cfg.profile.length_scale),
-            "accuracy": progress["accuracy"],
+            "accuracy": state.accuracy,
             "grader": {k: v - grader_before.get(k, 0) for k, v in grading.stats().items()}}
 
 
@@ -280,27 +281,29 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
     optimizer = make_adamw(params, t.lr, t.betas, t.adam_eps, t.weight_decay)
     generator = torch.Generator(device=policy.device).manual_seed(cfg.seed)
     tail = TailAverage(params, *t.tail_average) if t.tail_average else None
-    progress = {"run_hash": identity.run, "step": 0, "active_count": 0, "base_done": False,
-                "steps": [], "rollouts": [], "pairs": [], "grades": [], "accuracy": {}}
+    state = train.TrainState(run_hash=identity.run)
     if resume and resume.get("from_grades"):  # killed during the base read-out, before any checkpoint
-        progress["grades"] = resume["progress"]["grades"]
+        state.grades = resume["progress"]["grades"]
     elif resume:
-        progress = checkpoint.restore(resume, model=policy.model, optimizer=optimizer, generator=generator, tail=tail)
-        log.info("resuming from step %d", progress["step"])
+        state.load_state_dict(checkpoint.restore(resume, model=policy.model, optimizer=optimizer,
+                                                 generator=generator, tail=tail))
+        log.info("resuming from step %d", state.step)
     lengths = train.scaled_lengths(cfg)
     grade = get_grader(cfg.grader.name)
     keys = store.run_keys(cfg, identity.run)
 
-    def save() -> None:
+    def save(state: train.TrainState) -> None:
         checkpoint.save(run_dir, model=policy.model, optimizer=optimizer, generator=generator, tail=tail,
-                        progress=progress)
+                        progress=state.state_dict())
 
-    if cfg.eval.before and not progress["base_done"]:
-        _read_out(cfg, policy, eval_sets, "base", grade, progress, run_dir, keys, loggers, step=0)
-        progress["base_done"] = True
-        save()
-    train.train_loop(cfg, policy, params, optimizer, train_rows, generator, tail, lengths, grade, run_dir, progress,
-                     save, keys, loggers)
+    if cfg.eval.before and not state.base_done:
+        _read_out(cfg, policy, eval_sets, "base", grade, state, run_dir, keys, loggers, step=0)
+        state.base_done = True
+        save(state)
+    trainer = train.make_trainer(cfg, policy, params, optimizer, train_rows, generator, tail, grade,
+                                 write=lambda s: train.write_ledger(run_dir, s, keys), save=save, loggers=loggers,
+                                 start_step=state.step)
+    train.train_loop(trainer, state)
     if tail:
         tail.load_into(params)
     saved = None
@@ -308,11 +311,11 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
         _save_model(policy, run_dir / MODEL)
         saved = model_digest(run_dir / MODEL)["sha256"]  # a read-out of these weights is this run's
     if cfg.eval.after:
-        _read_out(cfg, policy, eval_sets, "trained", grade, progress, run_dir, keys, loggers, step=progress["step"])
+        _read_out(cfg, policy, eval_sets, "trained", grade, state, run_dir, keys, loggers, step=state.step)
     return {
         "horizon_tokens": lengths["horizon"], "gate_chars": lengths["gate"],
         "eval_max_new_tokens": scaled_length(cfg.eval.max_new_tokens, cfg.profile.length_scale),
-        "lengths": lengths, "accuracy": progress["accuracy"], "totals": train.totals(progress["steps"]),
+        "lengths": lengths, "accuracy": state.accuracy, "totals": train.totals(state.steps),
         "tail_average_steps": tail.count if tail else None, "model_dir": MODEL if t.save_model else None,
         "saved_model_digest": saved,
         "grader": {k: v - grader_before.get(k, 0) for k, v in grading.stats().items()},  # this run's timeouts etc.

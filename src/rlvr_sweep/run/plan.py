@@ -1,6 +1,7 @@
 """What a run will compute from, and so which run it is, worked out before anything is written.
 
-`plan(cfg)` checks the settings, reads the data (the training rows the run uses, every benchmark's
+`plan(cfg)` checks the settings (`config.check_config`; then `run.choices`: each named choice against
+its registry and each setting against the options that read it), reads the data (the training rows the run uses, every benchmark's
 rows), finds the model folder (`model.path`, or the hub cache's snapshot of `model.hub_id`), refuses
 a prompt longer than the model's context (naming the file and line), digests the inputs and names the
 run folder from the identity (`store.identity`). `run(cfg)` runs the plan; `status`, the sweep
@@ -17,6 +18,7 @@ from pathlib import Path
 from rlvr_sweep import data, store
 from rlvr_sweep.config import Config, check_config
 from rlvr_sweep.policy import resolve_model_folder
+from rlvr_sweep.run.choices import check_choices
 from rlvr_sweep.store.identity import Identity, identify, model_digest, rows_digest
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,7 @@ class Plan:
 
 def plan(cfg: Config) -> Plan:
     check_config(cfg)
+    check_choices(cfg)  # every named choice against its registry, every setting against what reads it
     train_rows = data.training_rows(cfg.data) if cfg.task == "train" else []
     eval_sets = {b: data.benchmark_rows(b, cfg.data, cfg.eval.limit) for b in cfg.eval.benchmarks}
     folder = resolve_model_folder(cfg.model)  # a missing folder or unreachable hub fails here, in seconds

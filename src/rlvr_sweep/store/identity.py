@@ -26,11 +26,11 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr_sweep.config import Config, identity_dict
+from rlvr_sweep.io import file_sha256
 
 RUN_HASH_CHARS, GROUP_HASH_CHARS = 8, 12
 NOT_MODEL_FILES = ("LICENSE", "NOTICE")  # name prefixes of files no loader reads (with hidden and *.md files)
@@ -92,22 +92,6 @@ def combine_file_digests(files: dict[str, str]) -> str:
     """One digest for a model folder from its files' sha256 ({name: sha256}); a manifest's entries for
     a saved `model/` give the same value as hashing the folder."""
     return hashlib.sha256("".join(f"{name}\0{sha}\n" for name, sha in sorted(files.items())).encode()).hexdigest()
-
-
-_FILE_DIGESTS: dict[tuple, str] = {}
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file's bytes, memoised by (real path, inode, size, mtime, ctime): any write changes one."""
-    st = os.stat(path)
-    key = (os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    if key not in _FILE_DIGESTS:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        _FILE_DIGESTS[key] = h.hexdigest()
-    return _FILE_DIGESTS[key]
 
 
 def model_digest(folder: Path) -> dict:

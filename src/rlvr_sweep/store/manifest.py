@@ -10,9 +10,10 @@ file the manifest does not know, and a missing or unreadable manifest.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
+
+from rlvr_sweep.io import file_sha256
 
 MANIFEST = "manifest.json"
 NOT_LISTED = {MANIFEST, "DONE", "checkpoint.pt"}
@@ -30,16 +31,13 @@ def _listed(run_dir: Path) -> dict[str, Path]:
     return files
 
 
-def file_digest(path: Path) -> dict:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return {"size": path.stat().st_size, "sha256": h.hexdigest()}
+def file_digest(path: Path, memo: bool = False) -> dict:
+    return {"size": path.stat().st_size, "sha256": file_sha256(path, memo=memo)}
 
 
 def manifest_bytes(run_dir: Path) -> bytes:
-    files = {name: file_digest(path) for name, path in _listed(Path(run_dir)).items()}
+    """The manifest of a folder being sealed (the saved model's digests, just taken, are reused)."""
+    files = {name: file_digest(path, memo=True) for name, path in _listed(Path(run_dir)).items()}
     return json.dumps({"files": files}, indent=2, sort_keys=True).encode()
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from rlvr_sweep.config import Config, paper_arm, scaled_length
+from rlvr_sweep.io import atomic_write_bytes, atomic_write_json  # noqa: F401  (re-exported by store)
 from rlvr_sweep.store import schema
 from rlvr_sweep.store.manifest import MANIFEST, manifest_bytes
 from rlvr_sweep.store.walk import STALE_MARK, is_stale  # noqa: F401  (is_stale: re-exported)
@@ -54,19 +55,6 @@ def run_dir_for(cfg: Config, run_hash: str) -> Path:
 
 def is_finished(run_dir: Path) -> bool:
     return (run_dir / DONE_MARKER).is_file()
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def atomic_write_json(path: Path, obj: dict) -> None:
-    atomic_write_bytes(path, json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
 
 
 def read_run_json(run_dir: Path) -> dict:

@@ -6,13 +6,13 @@ Each table carries the run keys as columns and the result schema version in its 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rlvr_sweep.io import atomic_write
 from rlvr_sweep.store import schema
 
 TABLES = ("steps", "rollouts", "pairs", "grades")
@@ -27,12 +27,7 @@ def write_table(run_dir: Path, name: str, rows: list[dict], keys: dict | None = 
         schema.check_columns(name, frame.columns, str(run_dir))
     table = pa.Table.from_pandas(frame, preserve_index=False)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), schema.METADATA_KEY: str(schema.SCHEMA_VERSION).encode()})
-    tmp = run_dir / f".{name}.parquet.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        pq.write_table(table, f)
-        f.flush()
-        os.fsync(f.fileno())  # on disk before the rename makes it the table
-    os.replace(tmp, run_dir / f"{name}.parquet")
+    atomic_write(Path(run_dir) / f"{name}.parquet", lambda f: pq.write_table(table, f))
 
 
 def read_table(run_dir: Path, name: str) -> pd.DataFrame:

@@ -1,9 +1,10 @@
 """What one training question contributes: rollouts, rewards, per-token credit, ledger rows.
 
 The sampler draws a K x B `RolloutGroup` (flat: K*B independent leaves; trees: paper §4.2), the
-reward scores every leaf, and the estimator turns rewards into per-token advantages: leaf GRPO
-puts one advantage on every token; tree estimators credit the shared prefix and the continuation
-separately (paper §4.3). `backward` then accumulates this question's policy-gradient loss.
+run's reward (`reward.REWARDS`) scores every leaf, and its estimator (`credit.ESTIMATORS`) turns the
+rewards into per-leaf prefix / continuation advantages (leaf GRPO: one advantage on every token;
+tree credit: the shared prefix and the continuation apart, paper §4.3). `backward` then accumulates
+this question's policy-gradient loss.
 """
 
 from __future__ import annotations
@@ -12,12 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from rlvr_sweep.credit import (
-    CF_ESTIMATORS, CfCredit, TreeCredit, cf_pair_rows, fork_hinge_loss, get_cf_estimator, get_estimator,
-    get_tree_estimator, is_homogeneous, loss_credit, token_advantages, zero_cont_token_mass,
-)
-from rlvr_sweep.reward import score_rollouts
-from rlvr_sweep.rollout import ForkGroup, RolloutGroup
+from rlvr_sweep.credit import Credit, GroupShape, cf_pair_rows, fork_hinge_loss, token_advantages
+from rlvr_sweep.rollout import RolloutGroup
 from rlvr_sweep.update.losses import pack_sequences, policy_loss, token_logprobs
 
 
@@ -27,43 +24,32 @@ class ScoredGroup:
     texts: list[str]  # one per leaf, (k, b) order, EOS kept
     rewards: torch.Tensor  # (K, B) possibly gated
     correct: torch.Tensor  # (K, B) ungated correctness
-    credit: TreeCredit  # per-leaf prefix / continuation advantages, (K, B) each
-    active: bool  # rewards not all equal (fork groups: the counterfactual credit's own gates)
-    cf: CfCredit | None = None  # a fork group's counterfactual credit: hinge pairs, ledger, metrics
+    credit: Credit  # per-leaf prefix / continuation advantages, (K, B) each; activity; a fork group's cf
 
     @property
     def leaves(self):
         return self.group.leaves()
 
+    @property
+    def active(self) -> bool:
+        """Rewards not all equal (fork groups: the counterfactual credit's own gates)."""
+        return self.credit.active
 
-def score_group(group: RolloutGroup, decode, gold: str, *, gate_chars, grade, estimator: str, std: str,
-                eps: float, beta: float, alpha: float, zero_mass: bool, hinge_weight: float = 0.0) -> ScoredGroup:
-    """Rewards and credit of one drawn group. A fork group (`cf_fork`) under a counterfactual estimator
-    gets that estimator's credit and gates (paper §5.6 item 4); any other group under it (the flat
-    warmup of a counterfactual arm) gets leaf GRPO credit."""
+    @property
+    def cf(self):
+        """A fork group's counterfactual credit (hinge pairs, ledger, metrics), else None."""
+        return self.credit.cf
+
+
+def score_group(group: RolloutGroup, decode, gold: str, *, reward, estimator) -> ScoredGroup:
+    """Rewards and credit of one drawn group: `reward(texts, gold) -> (rewards, correct)` and
+    `estimator(rewards (K, B), GroupShape) -> Credit`, both bound from the run's config."""
     leaves = group.leaves()
     texts = [decode(leaf.tokens) for leaf in leaves]
-    rewards, correct = score_rollouts(texts, gold, gate_chars, grade)
+    rewards, correct = reward(texts, gold)
     shape = (len(group.pairs), len(leaves) // len(group.pairs))
     r = torch.tensor(rewards).view(shape)
-    if estimator in CF_ESTIMATORS and isinstance(group, ForkGroup):
-        forked = [pair.category != "cf_no_fork" for pair in group.pairs]
-        lengths = [[len(leaf.tokens) for leaf in pair.leaves] for pair in group.pairs]
-        cf = get_cf_estimator(estimator)(r, [pair.tau for pair in group.pairs], lengths, forked=forked,
-                                         hinge_weight=hinge_weight, alpha=alpha, eps=eps)
-        return ScoredGroup(group, texts, r, torch.tensor(correct).view(shape), loss_credit(cf),
-                           cf.metrics["active"], cf)
-    if estimator == "grpo" or estimator in CF_ESTIMATORS:  # leaf credit on every token, prefix and continuation
-        adv = get_estimator("grpo")(r.flatten(), eps=eps, std=std).view(shape)
-        credit = TreeCredit(prefix=adv.clone(), cont=adv)
-    else:
-        shared = torch.tensor([pair.tau > 0 for pair in group.pairs])
-        credit = get_tree_estimator(estimator)(r, shared, beta=beta, alpha=alpha, eps=eps, std=std)
-    if zero_mass:
-        pl = torch.tensor([leaf.prefix_len for leaf in leaves]).view(shape)
-        lengths = torch.tensor([len(leaf.tokens) for leaf in leaves]).view(shape)
-        credit = zero_cont_token_mass(credit, pl, lengths)
-    return ScoredGroup(group, texts, r, torch.tensor(correct).view(shape), credit, not is_homogeneous(r.flatten()))
+    return ScoredGroup(group, texts, r, torch.tensor(correct).view(shape), estimator(r, GroupShape.of(group)))
 
 
 def backward(model, prompt: list[int], scored: ScoredGroup, *, pad_id: int, recipe: str, micro_batch: int | None,

@@ -85,7 +85,7 @@ def sampler_laws(groups_tried: int = 200) -> dict:
         dev = max(abs(m.get(y, 0.0) - p) for m in marg for y, p in target.items())
         lens = None
         for _ in range(groups_tried):  # a seeded draw: the first group with two early-EOS roots
-            group = SAMPLERS[name](policy, [7], **PAPER_TREE)
+            group = SAMPLERS[name].fn(policy, [7], **PAPER_TREE)  # the tree arguments, as the paper sets them
             if sum(pair.category != "causal_non_eos" for pair in group.pairs) == 2:
                 lens = sorted(group.prefix_lens())
                 break

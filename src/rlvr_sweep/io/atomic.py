@@ -1,0 +1,42 @@
+"""Atomic file writes: the temporary file, the flush to disk, the rename (the only copy in the package)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+
+def temp_name(path: Path) -> Path:
+    """Where `path` is written before it is renamed into place: `.<name>.tmp-<pid>` beside it."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], None], mode: int | None = None) -> None:
+    """Put `path` in place whole: `write(f)` fills a temporary file beside it, which is flushed to disk
+    and renamed over `path` (a reader sees the old file or the new one, never half of one). A failed
+    write removes its temporary file. `mode`: the new file's permission bits (default: the umask's)."""
+    path = Path(path)
+    tmp = temp_name(path)
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before the rename makes it the file
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    atomic_write(path, lambda f: f.write(data))
+
+
+def atomic_write_json(path: Path, obj: dict) -> None:
+    atomic_write_bytes(path, json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
