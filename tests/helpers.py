@@ -62,16 +62,16 @@ def run_killed_at(cfg: Config, step: int) -> None:
 
     from rlvr_sweep.run import run, train
 
-    real = train._step_row
+    real = train.step_row
 
     def crash(at, *args):
         if at == step:
             raise KeyboardInterrupt(f"simulated kill at step {step}")
         return real(at, *args)
 
-    train._step_row = crash
+    train.step_row = crash
     try:
         with pytest.raises(KeyboardInterrupt):
             run(cfg)
     finally:
-        train._step_row = real
+        train.step_row = real

@@ -1,9 +1,9 @@
 """The real sweeps the slow tier shares, each built once per test session (a pytest plugin that the
 root conftest loads, so every module that asks for one gets the same fixture, not a copy).
 
-`smoke_sweep`: the README's sweep command, small: 2 arms (flat baseline, stopped tree) x 2 seeds at the
-1,024-token horizon (128 smoke tokens, so the 512-token prefix audit has long rollouts), 4 steps, 16
-read-out items. `testtime_sweep`: a copy of it with every test-time mode, built with the README's
+`smoke_sweep`: the README's sweep commands, small: 2 arms (flat baseline, stopped tree with one flat
+warmup step) x 2 seeds at the 1,024-token horizon (128 smoke tokens, so the 512-token prefix audit has
+long rollouts), 4 steps, 16 read-out items. `testtime_sweep`: a copy of it with every test-time mode, built with the README's
 commands:
 
 - `task=evaluate eval=sampled_k3` of stopped_tree seed 42's model (Table 4, single-seed row);
@@ -31,8 +31,9 @@ import torch
 from tests.conftest import REPO
 from tests.helpers import run_cli
 
-SWEEP_ARGS = ["+arm=baseline,stopped_tree", "horizon=1024", "profile=smoke", "train.steps=4", "eval.limit=16",
-              "sampler.bifurcate_after_active=1"]  # one flat warmup step, then trees
+COMMON = ["horizon=1024", "profile=smoke", "train.steps=4", "eval.limit=16"]
+SWEEPS = [["+arm=baseline", *COMMON],
+          ["+arm=stopped_tree", *COMMON, "sampler.bifurcate_after_active=1"]]  # one flat warmup step, then trees
 SEEDS = "seed=42,101"
 RUNS = 4
 SWEEP_FIXTURES = ("smoke_sweep", "testtime_sweep")  # the slow tier's shared sweeps
@@ -55,8 +56,9 @@ def smoke_sweep(tmp_path_factory) -> Path:
     """The sweep root (…/runs), built with the README's sweep command."""
     base = tmp_path_factory.mktemp("analysis_smoke_sweep")
     root = base / "runs"
-    proc = run_cli([*SWEEP_ARGS, f"run.out_root={root}", "-m", SEEDS], cwd=base, timeout=900)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    for args in SWEEPS:
+        proc = run_cli([*args, f"run.out_root={root}", "-m", SEEDS], cwd=base, timeout=900)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert len(list(root.glob("*/*/*/DONE"))) == RUNS
     return root
 

@@ -97,3 +97,14 @@ def test_no_module_at_the_old_flat_paths():
     old = ["config.py", "data.py", "model.py", "generation.py", "samplers.py", "grading.py", "estimators.py",
            "train.py", "results.py", "cli.py", "verify.py", "tree_credit.py"]
     assert not [name for name in old if (PACKAGE / name).exists()]
+
+
+def test_a_training_run_imports_neither_the_analysis_stage_nor_matplotlib():
+    import subprocess
+    import sys
+
+    code = ("import sys, rlvr_sweep.run, rlvr_sweep.sweep.cli; "
+            "print(sorted({m.split('.')[0] if m.startswith('matplotlib') else m for m in sys.modules "
+            "if m.startswith(('matplotlib', 'rlvr_sweep.analysis'))}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

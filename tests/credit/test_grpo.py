@@ -40,3 +40,25 @@ def test_unknown_names_list_valid_ones():
         grpo_advantages(rewards(1), std="bessel")
     with pytest.raises(ValueError, match="unknown estimator 'tree_sum'; valid: .*'grpo'"):
         ESTIMATORS["tree_sum"]
+
+
+def test_dr_grpo_is_the_centred_reward_without_the_std_by_hand():
+    """Dr. GRPO: A_i = R_i - Rbar. For R = (1, 0, 0, 0, 1, 1, 0, 0), Rbar = 3/8: winners +0.625, losers -0.375
+    (GRPO divides those by sigma + 1e-4 = 0.5175 + 1e-4)."""
+    import torch
+
+    from rlvr_sweep.credit import ESTIMATORS, GroupShape
+    from tests.helpers import compose_cfg
+
+    option = ESTIMATORS["dr_grpo"]
+    assert option.kind == "leaf" and option.reads == ()
+    r = torch.tensor([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+    shape = GroupShape(torch.zeros(4, dtype=torch.long), torch.zeros(4, 2, dtype=torch.long), torch.ones(4, 2))
+    credit = option.fn(r, shape)
+    assert credit.active and credit.cont.tolist() == [[0.625, -0.375], [-0.375, -0.375], [0.625, 0.625], [-0.375, -0.375]]
+    assert torch.equal(credit.prefix, credit.cont)
+    assert option.fn(torch.ones(4, 2), shape).cont.abs().sum() == 0
+    cfg = compose_cfg(["+arm=ra_flat", "estimator=dr_grpo"])
+    assert cfg.estimator.name == "dr_grpo" and cfg.arm == "ra_flat"  # an option beside the arm, not a new arm
+    with pytest.raises(Exception, match=r"estimator.eps=0.1: no chosen option reads it \(estimator 'dr_grpo'"):
+        compose_cfg(["+arm=ra_flat", "estimator=dr_grpo", "estimator.eps=0.1"])

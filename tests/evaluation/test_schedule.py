@@ -79,8 +79,7 @@ def test_fixed_schedule_is_the_papers_batching(model, items, monkeypatch):
         seen.append([next(i for i, item in enumerate(items) if item is p) for p in prompts])
         return real(model, prompts, **kw)
 
-    monkeypatch.setattr(engines, "get_engine", lambda name: spy)
-    monkeypatch.setattr("rlvr_sweep.evaluation.schedule.get_engine", lambda name: spy)
+    monkeypatch.setitem(engines.ENGINES._options, "reference", engines.Option("reference", spy))
     decode_readout(model, items, schedule="fixed", engine="reference", batch_size=4, max_new_tokens=2, eos_id=5,
                    pad_id=PAD)
     assert seen == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10]]

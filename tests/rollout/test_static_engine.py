@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-from rlvr_sweep.rollout import ENGINES, engine, get_engine, static_engine
+from rlvr_sweep.rollout import ENGINES, engine, static_engine
 from rlvr_sweep.rollout.qwen3_step import Qwen3StepWeights, UnsupportedModel, decode_step
 from rlvr_sweep.rollout.step_graphs import row_bucket, window_bucket
 from tests.conftest import REPO, make_random_qwen3
@@ -173,11 +173,11 @@ def test_bf16_runs_and_restores_mode():
 
 
 def test_engine_registry():
-    assert get_engine("reference") is engine.generate
-    assert get_engine("static") is static_engine.generate
+    assert ENGINES["reference"].fn is engine.generate
+    assert ENGINES["static"].fn is static_engine.generate
     assert set(ENGINES) == {"reference", "static", "vllm"}
     with pytest.raises(ValueError, match=r"unknown rollout engine 'fast'; valid: \['reference', 'static', 'vllm'\]"):
-        get_engine("fast")
+        ENGINES["fast"]
 
 
 def test_buckets():

@@ -12,13 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from rlvr_sweep.analysis.voting import Candidate, vote_detail
+from rlvr_sweep.analysis.voting import Candidate
+from rlvr_sweep.reward import answer_of, no_majority
 
 __all__ = ["answer_of", "candidate", "fork_tie"]
-
-
-def answer_of(extracted, capped_unboxed) -> str:
-    return "" if bool(capped_unboxed) else (extracted or "")
 
 
 def candidate(row: Mapping) -> Candidate:
@@ -29,5 +26,6 @@ def candidate(row: Mapping) -> Candidate:
 
 
 def fork_tie(rows: Sequence[Mapping]) -> bool:
-    """True when the branches hold no unique most frequent non-empty answer (1-1-1, 2-2-1, empties)."""
-    return vote_detail([candidate(r) for r in rows], "cr").tie
+    """True when the branches hold no unique most frequent non-empty answer (1-1-1, 2-2-1, empties): the
+    test the fork read-out stopped on (`reward.no_majority`)."""
+    return no_majority(rows)

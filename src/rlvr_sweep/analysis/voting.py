@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import NamedTuple, Sequence
 
-from rlvr_sweep.reward import normalize
+from rlvr_sweep.reward import normalize, plurality
 
 RULES = ("rand", "maxlen", "mdl", "cr")
 
@@ -66,12 +66,13 @@ def vote_detail(candidates: Sequence, rule: str, cap: int = 2048, min_len: int =
     answers = [normalize(c.answer) for c in cands]
     correct = [float(c.correct) for c in cands]
     ok = [_eligible(c, a, cap, min_len) for c, a in zip(cands, answers)]
-    freq = Counter(a for a in answers if a)  # an empty answer never forms a majority
+    leader = plurality(answers)  # an empty answer never forms a majority
+    if leader is not None:
+        chosen = answers.index(leader)  # lowest index holding the plurality answer
+        return Vote(correct[chosen], chosen, False, False)
+    freq = Counter(a for a in answers if a)
     f_max = max(freq.values(), default=0)
     top = [a for a, f in freq.items() if f == f_max] if f_max >= 2 else []
-    if len(top) == 1:
-        chosen = answers.index(top[0])  # lowest index holding the plurality answer
-        return Vote(correct[chosen], chosen, False, False)
     # A tie: between the top answers' candidates (2-2, 2-2-1), or among all (1-1-1, empties).
     pool = [i for i, a in enumerate(answers) if a in top] if top else list(range(len(cands)))
     if rule == "rand":

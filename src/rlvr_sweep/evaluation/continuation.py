@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from rlvr_sweep.evaluation.schedule import length_sorted_batches
-from rlvr_sweep.rollout.engines import get_engine
+from rlvr_sweep.rollout.engines import ENGINES
 
 __all__ = ["Batch", "Continuations", "plan_batches", "continue_prefixes"]
 
@@ -62,7 +62,7 @@ def continue_prefixes(model: torch.nn.Module, prompts: list[list[int]], prefixes
                       on_batch: Callable[[int, int], None] | None = None) -> Continuations:
     """Greedy continuation of ``prompts[i] + prefixes[i]`` for every row, in rows' order."""
     n = len(prompts)
-    generate = get_engine(engine)
+    generate = ENGINES[engine].fn
     report = on_batch or (lambda items, tokens: None)
     tokens: list = [None] * n
     finished: list = [None] * n

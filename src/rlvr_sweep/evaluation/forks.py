@@ -12,8 +12,8 @@ Per item:
    `continuation_batch_size`, ``eff_cap_i = cap - max_j K_j + K_i`` recorded per branch). The union
    is Hybrid-Fork's branch set; MinMargin-Fork@3 and FirstGap05-Fork@3 are views of it (the same
    continuation serves both rules when their positions coincide);
-4. TieGated-FG05: when FirstGap05's three branches have no majority (`tie`, the vote's own test from
-   `analysis`, given by the run since evaluation sits below analysis), `tie_forks` (2) more first-gap
+4. TieGated-FG05: when FirstGap05's three branches have no majority (`reward.no_majority`, the rule the
+   votes use), `tie_forks` (2) more first-gap
    forks (FG3, FG4; `fork_rules.extra_first_gap_slots`) are continued in a second round.
 
 One `grades` row per branch. Columns beside the greedy ones: ``readout``, ``branch`` (0 = root, then in
@@ -30,7 +30,6 @@ carries the settings it was made with (`SETTING_COLUMNS`, in this profile's toke
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from rlvr_sweep.data import encode_prompts
@@ -42,7 +41,7 @@ from rlvr_sweep.evaluation.greedy import grade_row
 from rlvr_sweep.evaluation.readout import ReadoutSettings
 from rlvr_sweep.evaluation.schedule import decode_readout
 from rlvr_sweep.evaluation.teacher_forcing import TeacherForced, teacher_forced
-from rlvr_sweep.reward import grading
+from rlvr_sweep.reward import grading, no_majority
 
 __all__ = ["SETTING_COLUMNS", "ItemForks", "plan_item_forks", "evaluate_forks"]
 # the read-out settings each row carries, in this profile's tokens
@@ -68,12 +67,9 @@ def plan_item_forks(tf: TeacherForced, tf_tokens: list[int], s: ReadoutSettings)
 
 
 def evaluate_forks(policy, rows: list[dict], *, benchmark: str, phase: str, settings: ReadoutSettings,
-                   grade=grading.grade, on_batch=None, tie: Callable[[list[dict]], bool] | None = None,
-                   readout: str = "fork3") -> list[dict]:
+                   grade=grading.grade, on_batch=None, readout: str = "fork3") -> list[dict]:
     """Graded root and fork branches of every item (see the module docstring); rows item by item."""
     s = settings
-    if s.tie_forks and tie is None:
-        raise ValueError("the tie-gated forks need the vote's tie test (tie=...); or set tie_forks=0")
     model = policy.model
     prompts = encode_prompts(policy.tokenizer, [r["problem"] for r in rows])
     root = decode_readout(model, prompts, schedule=s.schedule, engine=s.engine, batch_size=s.batch_size,
@@ -118,7 +114,7 @@ def evaluate_forks(policy, rows: list[dict], *, benchmark: str, phase: str, sett
         extra = []
         for i, plan in enumerate(plans):
             fg_rows = [out[i][0]] + [_at(out[i], slot.position) for slot in plan.first_gap if slot.position is not None]
-            plan.tie = bool(tie(fg_rows))
+            plan.tie = no_majority(fg_rows)
             if plan.tie:
                 slots = extra_first_gap_slots(plan.tf.margins, s.fork_start, s.fork_end, s.fork_threshold,
                                               [slot.position for slot in plan.first_gap], s.tie_forks,

@@ -9,7 +9,6 @@ named by `eval.name`: `fn(policy, rows, *, benchmark, phase, settings, grade, on
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -49,9 +48,3 @@ def accuracy_rows(rows: list[dict]) -> list[dict]:
     over the draws), only the greedy root of a fork read-out (its other branches are vote candidates)."""
     return [r for r in rows if r.get("branch", 0) == 0]
 
-
-def get_readout(name: str) -> Callable:
-    """The read-out registered as `name` (`READOUTS[name].fn`)."""
-    from rlvr_sweep.evaluation.registry import READOUTS
-
-    return READOUTS[name].fn

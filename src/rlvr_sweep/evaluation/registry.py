@@ -3,8 +3,7 @@
 - ``greedy``: one greedy response per item (paper §5.2);
 - ``sampled_k3``: k (3) sampled draws per item at T 0.6, top-p 0.9 (§5.5, Table 4);
 - ``fork3``: the greedy root plus deterministic low-margin forks: MinMargin-Fork@3, FirstGap05-Fork@3,
-  their union (Hybrid) and the tie-gated extras (TieGated-FG05) (§5.6 item 3, Table 5B). It takes one
-  more keyword, ``tie`` (the vote's tie test), which the run supplies (`run.readouts`).
+  their union (Hybrid) and the tie-gated extras (TieGated-FG05) (§5.6 item 3, Table 5B).
 """
 
 from __future__ import annotations
@@ -37,4 +36,3 @@ READOUTS.add(Option("sampled_k3", evaluate_sampled, reads=SAMPLED, doc="k sample
 READOUTS.add(Option("fork3", evaluate_forks, reads=FORKED, check=_fork_window,
                     doc="the greedy root and low-margin forks (§5.6 item 3)"))
 READOUTS.add(Option("none", _nothing, doc="no read-out"))
-NEEDS_TIE_TEST = ("fork3",)  # read-outs that stop early on a majority and so need the vote's tie test

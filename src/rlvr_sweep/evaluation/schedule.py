@@ -24,7 +24,7 @@ import torch
 
 from rlvr_sweep.config.options import Option, Registry
 from rlvr_sweep.rollout import Generation
-from rlvr_sweep.rollout.engines import get_engine
+from rlvr_sweep.rollout.engines import ENGINES
 from rlvr_sweep.rollout.refill import generate_refill
 
 __all__ = ["SCHEDULES", "fixed_batches", "length_sorted_batches", "merge_generations", "decode_readout"]
@@ -118,7 +118,7 @@ def decode_readout(
     """
     report = on_batch or (lambda items, tokens: None)
     SCHEDULES[schedule]  # an unknown name fails here, with the valid ones
-    generate = get_engine(engine)
+    generate = ENGINES[engine].fn
     kwargs = dict(max_new_tokens=max_new_tokens, eos_id=eos_id, pad_id=pad_id, temperature=temperature,
                   top_p=top_p, generator=generator, record_margins=record_margins)
     n = len(prompts)

@@ -10,11 +10,12 @@ from rlvr_sweep.reward.grading import (
     FALLBACKS, GATE_CHARS, SYMBOLIC_TIMEOUT_S, equality_check, extract_answer, grade, normalize, passes_gate,
     split_parts, training_reward,
 )
+from rlvr_sweep.reward.answers import answer_of, no_majority, plurality
 from rlvr_sweep.reward.graders import DEFAULT_GRADER, GRADERS, get_grader, math_verify_available
 from rlvr_sweep.reward.gate import REWARDS, first_box_token, score_rollouts
 
 __all__ = [
-    "DEFAULT_GRADER", "FALLBACKS", "GATE_CHARS", "GRADERS", "REWARDS", "SYMBOLIC_TIMEOUT_S", "equality_check",
+    "answer_of", "no_majority", "plurality", "DEFAULT_GRADER", "FALLBACKS", "GATE_CHARS", "GRADERS", "REWARDS", "SYMBOLIC_TIMEOUT_S", "equality_check",
     "extract_answer", "first_box_token", "get_grader", "grade", "math_verify_available", "normalize", "passes_gate",
     "score_rollouts", "split_parts", "training_reward",
 ]

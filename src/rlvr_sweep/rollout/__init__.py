@@ -15,7 +15,7 @@ from rlvr_sweep.rollout.cf_fork import (
     CF_CATEGORIES, ForkGroup, ForkPair, ForkPlan, alternative_token, cf_fork, fork_position, plan_fork,
 )
 from rlvr_sweep.rollout.engine import Generation, generate, next_token_probs, sample_next_token, top_p_filter
-from rlvr_sweep.rollout.engines import ENGINES, get_engine
+from rlvr_sweep.rollout.engines import ENGINES
 from rlvr_sweep.rollout.policies import ModelPolicy, SamplingPolicy, ScriptedPolicy, newline_ids
 from rlvr_sweep.rollout.samplers import (
     CATEGORIES, SAMPLERS, Branch, Leaf, Pair, PairPlan, RolloutGroup, causal_stop, find_midpoint_boundary,
@@ -30,5 +30,5 @@ __all__ = [
     "SamplingPolicy", "ScriptedPolicy", "causal_stop", "find_midpoint_boundary", "flat", "flat_group", "generate",
     "midpoint", "newline_ids", "next_token_probs", "plan_pair", "root_restart",
     "sample_next_token", "stopped_tree", "top_p_filter",
-    "ENGINES", "generate_refill", "get_engine",
+    "ENGINES", "generate_refill",
 ]

@@ -13,19 +13,13 @@ read-outs pick one by name and call it the same way:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from rlvr_sweep.config.options import Option, Registry
 from rlvr_sweep.rollout import engine, static_engine, vllm_engine
 
-__all__ = ["ENGINES", "get_engine"]
+__all__ = ["ENGINES"]
 
 ENGINES = Registry("rollout engine", group="model", key="engine")
 ENGINES.add(Option("reference", engine.generate, doc="a Python loop over a transformers DynamicCache (the baseline)"))
 ENGINES.add(Option("static", static_engine.generate, doc="a preallocated cache and a fixed decode step (CUDA graphs)"))
 ENGINES.add(Option("vllm", vllm_engine.generate, doc="vLLM in-process (GPU, optional extra)"))
 
-
-def get_engine(name: str) -> Callable:
-    """The generate function registered as ``name`` (`ENGINES[name].fn`)."""
-    return ENGINES[name].fn

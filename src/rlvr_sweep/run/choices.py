@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
+import sys
+from pathlib import Path
 
 from rlvr_sweep.config import Config, ConfigError
 from rlvr_sweep.config.options import Option, Registry
@@ -40,12 +43,24 @@ NAMED = (("grader", "name", GRADERS), ("optimizer_step", "name", HOMOGENEOUS_STE
 
 
 def import_plugins(cfg: Config) -> None:
+    """Import each entry of `plugins`: a module name (on PYTHONPATH or installed) or a `.py` file's path."""
     for module in cfg.plugins:
         try:
-            importlib.import_module(module)
+            if module.endswith(".py"):
+                path = Path(module).resolve()
+                name = f"rlvr_sweep_plugin_{path.stem}"
+                if name not in sys.modules:
+                    spec = importlib.util.spec_from_file_location(name, path)
+                    if spec is None or not path.is_file():
+                        raise FileNotFoundError(f"no such file: {path}")
+                    sys.modules[name] = importlib.util.module_from_spec(spec)
+                    spec.loader.exec_module(sys.modules[name])
+            else:
+                importlib.import_module(module)
         except Exception as err:  # noqa: BLE001  (whatever the user's module raises, name it in one line)
+            sys.modules.pop(f"rlvr_sweep_plugin_{Path(module).stem}", None)
             raise ConfigError(f"plugins={cfg.plugins}: cannot import {module!r} ({type(err).__name__}: {err}); "
-                              "put its folder on PYTHONPATH or install it") from None
+                              "put its folder on PYTHONPATH, install it, or give the .py file's path") from None
 
 
 def chosen(cfg: Config) -> dict[tuple[str, str], Option]:

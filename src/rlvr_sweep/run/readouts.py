@@ -3,16 +3,13 @@
 Only this module turns `cfg.eval` into plain values; the evaluation stage never sees a config.
 Lengths are scaled to the profile (`profile.length_scale`), as every other paper length budget:
 the read-out cap, the fork read-out's margin pass, window and minimum continuation. Logit thresholds,
-batch sizes and the forks' adjacency rule are not lengths and stay as given. The tie-gated forks
-stop early on a majority, which is the vote's call (`analysis.candidates.fork_tie`): the run hands
-that test to the read-outs that need it, since the evaluation stage sits below analysis.
+batch sizes and the forks' adjacency rule are not lengths and stay as given.
 """
 
 from __future__ import annotations
 
-from rlvr_sweep.analysis.candidates import fork_tie
 from rlvr_sweep.config import Config, scaled_length
-from rlvr_sweep.evaluation import NEEDS_TIE_TEST, ReadoutSettings, get_readout
+from rlvr_sweep.evaluation import READOUTS, ReadoutSettings
 
 
 def readout_settings(cfg: Config) -> ReadoutSettings:
@@ -32,6 +29,5 @@ def readout_settings(cfg: Config) -> ReadoutSettings:
 
 def read_out(cfg: Config, policy, rows: list[dict], *, benchmark: str, phase: str, grade, on_batch=None) -> list[dict]:
     """`grades` rows of one benchmark under the read-out `cfg.eval.name` names."""
-    extra = {"tie": fork_tie} if cfg.eval.name in NEEDS_TIE_TEST else {}
-    return get_readout(cfg.eval.name)(policy, rows, benchmark=benchmark, phase=phase, settings=readout_settings(cfg),
-                                      grade=grade, on_batch=on_batch, **extra)
+    return READOUTS[cfg.eval.name].fn(policy, rows, benchmark=benchmark, phase=phase, settings=readout_settings(cfg),
+                                      grade=grade, on_batch=on_batch)

@@ -21,7 +21,7 @@ from rlvr_sweep import data, store
 from rlvr_sweep.config import Config, scaled_length
 from rlvr_sweep.credit import ESTIMATORS, cf_step_fields
 from rlvr_sweep.reward import REWARDS, first_box_token
-from rlvr_sweep.rollout import SAMPLERS, ModelPolicy, get_engine
+from rlvr_sweep.rollout import ENGINES, SAMPLERS, ModelPolicy
 from rlvr_sweep.run.progress import Progress
 from rlvr_sweep.update import Update, UpdateSettings, ledger_rows, score_group, update_step
 
@@ -103,7 +103,7 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
     scale = cfg.profile.length_scale
     lengths = scaled_lengths(cfg)
     sampling = ModelPolicy(policy, temperature=sc.temperature, top_p=sc.top_p, generator=generator,
-                           generate_fn=get_engine(cfg.model.engine))
+                           generate_fn=ENGINES[cfg.model.engine].fn)
     sampler, flat = SAMPLERS[sc.name].bind(sc, scale), SAMPLERS["flat"].bind(sc, scale)
     reward, estimator = REWARDS[cfg.reward.name].bind(cfg.reward, scale), ESTIMATORS[cfg.estimator.name].bind(cfg.estimator)
     decode = lambda ids: policy.tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731  (EOS kept, as stored)

@@ -40,7 +40,9 @@ def check_sweep(conf_dir: str, overrides: list[str]) -> int:
     from rlvr_sweep.run import plan
     from rlvr_sweep.run.loggers import check_loggers
 
-    job_overrides = [o for o in overrides if not o.startswith("hydra")]
+    # Hydra's own settings do not reach a job's config, except where it finds config files (a
+    # researcher's own config folder, `hydra.searchpath=[file://...]`)
+    job_overrides = [o for o in overrides if not o.startswith("hydra") or o.startswith("hydra.searchpath=")]
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
         jobs = sweep_jobs(conf_dir, job_overrides)
         for number, job in enumerate(jobs, start=1):

@@ -18,14 +18,14 @@ import pandas as pd
 from rlvr_sweep.analysis import Sweep
 from rlvr_sweep.analysis.checkpoints import readouts_of
 from rlvr_sweep.analysis.source import grade_rows
-from rlvr_sweep.reward import normalize
+from rlvr_sweep.reward import answer_of, normalize
 
 
 def _candidates(rows: pd.DataFrame) -> list[tuple[str, int, float, int | None]]:
     """(answer, length, correct, own cap) of each row, in order."""
     out = []
     for _, r in rows.iterrows():
-        answer = "" if bool(r["capped_unboxed"]) else normalize(str(r["extracted"] or ""))
+        answer = normalize(answer_of(r["extracted"], r["capped_unboxed"]))
         cap = r.get("eff_cap")
         out.append((answer, int(r["length"]), float(r["correct"]), None if cap is None or pd.isna(cap) else int(cap)))
     return out
