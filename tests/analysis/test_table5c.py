@@ -11,8 +11,10 @@ KEYS = {"arm": "rg_cf_grpo", "horizon": 1024, "paper_arm": "15"}
 
 
 def pair(seed, step, k, r0, r1, category="cf_first_gap"):
+    """A fork pair of Arm 15 (RG): a (1, 0) pair's loser is a duplicate of its winner (effective (1, 1))."""
+    dup = category != "flat_warmup" and (r0, r1) == (1, 0)
     return {**KEYS, "seed": seed, "run_hash": f"h{seed}", "step": step, "k": k, "category": category,
-            "r0": max(r0, r1) if category != "flat_warmup" else r0, "r1": r1, "r0_raw": r0, "r1_raw": r1}
+            "r0": r0, "r1": r1, "r0_raw": r0, "r1_raw": r1, "r0_eff": r0, "r1_eff": r0 if dup else r1}
 
 
 def sweep() -> Sweep:
@@ -47,14 +49,18 @@ def test_table5c_by_hand():
     assert row["math500.counts"] == [2, 1] and row["math500.mean"] == 37.5  # 50 % and 25 %
     assert row["ext240.counts"] == [1, 2] and row["pool.counts"] == [3, 3] and row["pool.mean"] == 50.0
     assert row["active_per_seed"] == [2, 1]  # the warmup step is active too (an update like any other)
-    # post-warmup pairs: 16; divergent: seed 42 (0,1) and (1,0) at step 2 k=3, seed 7 (1,0): 3
-    assert (row["divergent"], row["post_pairs"], row["b0_wins"], row["b1_wins"]) == (3, 16, 2, 1)
+    # raw: 16 post-warmup pairs; divergent: seed 42 (0,1), seed 42 step 2 k=3 (1,0), seed 7 (1,0): 3
+    assert (row["raw_divergent"], row["post_pairs"], row["raw_b0_wins"], row["raw_b1_wins"]) == (3, 16, 2, 1)
+    # the paper's count: pairs of post-warmup *active* steps (42/1 and 7/1: 8 = 4 x 2), after duplication:
+    # seed 7's (1, 0) became (1, 1), so only seed 42's (0, 1) diverges: 1/8 (0 / 1)
+    assert (row["divergent"], row["active_post_pairs"], row["b0_wins"], row["b1_wins"]) == (1, 8, 0, 1)
     # b0 = 4/4 only at seed 42 step 2, which was gated (not active): no false activation
     assert row["false_act"] == 0 and row["gated"] == 1 and row["skipped"] == 0
     # two seeds vote on MATH-500: item 0 both right, item 1 split (1-1 tie), items 2, 3 both wrong
     assert row["pass_k"] == 50.0 and row["k"] == 2
     shown = table.display.iloc[0]
-    assert shown["Div (b0 / b1)"] == "3/16 (2 / 1)" and shown["b0=4/4 False Act"] == "0 (0/0) (1 gated)"
+    assert shown["Div (b0 / b1)"] == "1/8 (0 / 1)" and shown["Div raw (b0 / b1)"] == "3/16 (2 / 1)"
+    assert shown["b0=4/4 False Act"] == "0 (0/0) (1 gated)"
 
 
 def test_table5c_says_why_without_counterfactual_arms():

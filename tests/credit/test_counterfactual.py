@@ -127,14 +127,31 @@ def test_pb_skips_unrescued_groups_with_b0_pass_at_least_3():
 
 
 def test_pb_b0_pass_at_least_3_rescued_keeps_only_the_divergent_continuations():
+    """The divergent pair's loser balanced against its winner (default), or its damped tree value."""
     rewards = [[1, 1], [1, 0], [1, 1], [0, 1]]  # dup of pair 1 -> a (3, 7) group
     tau, lengths = [10, 10, 10, 20], [[50, 60], [70, 80], [90, 95], [420, 120]]
     cf = credit("cf_pb", rewards, tau, lengths)
     win, lose = 0.3125 / D, -0.6875 / D  # (0.5 * 0.125 + 0.5 * 0.5), (0.5 * -0.875 + 0.5 * -0.5)
     assert cf.prefix.abs().sum() == 0
     assert cf.cont[:3].abs().sum() == 0
-    assert cf.cont[3].tolist() == pytest.approx([lose * 100 / 400, win], abs=1e-6)  # loser damped by rg
+    assert cf.cont[3].tolist() == pytest.approx([-win * 100 / 400, win], abs=1e-6)  # c_win 100, c_lose 400
     assert cf.hinge == (HingePair(3, 1, 0, 20),)
+    tree = credit("cf_pb", rewards, tau, lengths, pb_loser="tree")
+    assert tree.cont[3].tolist() == pytest.approx([lose * 100 / 400, win], abs=1e-6)  # loser damped by rg
+    assert tree.metrics["pb_loser"] == "tree" and cf.metrics["pb_loser"] == "balanced"
+
+
+def test_the_paper_s_mean_signed_mass_picks_the_balanced_loser():
+    """A (3, 7) group with equal continuation lengths c = 500 on its divergent pair: the tree reading gives
+    M_tot = (0.8836 - 1.9440) * 500 / 8 = -66.27, the balanced one 0.00; the paper's Arms 17 / 19 report
+    small positive means (+5.58 / +0.94), which the tree reading could not reach on such groups."""
+    rewards = [[1, 0], [1, 0], [1, 0], [0, 1]]
+    tau, lengths = [12, 12, 12, 12], [[200, 150], [400, 300], [90, 60], [512, 512]]
+    tree = credit("cf_pb", rewards, tau, lengths, pb_loser="tree")
+    balanced = credit("cf_pb", rewards, tau, lengths)
+    assert tree.cont[3].tolist() == pytest.approx([-1.9440, 0.8836], abs=5e-5)
+    assert tree.metrics["m_tot"] == pytest.approx(-66.27, abs=0.01)
+    assert balanced.metrics["m_tot"] == pytest.approx(0.0, abs=1e-6)
 
 
 def test_pb_below_3_clamps_prefixes_and_balances_each_divergent_pair():
@@ -376,7 +393,7 @@ def test_validation_and_registry():
 # ---------------------------------------------------------------- loop oracle over every binary group
 
 
-def oracle(rewards, tau, lengths, variant, forked, alpha=0.5):
+def oracle(rewards, tau, lengths, variant, forked, alpha=0.5, pb_loser="balanced"):
     """Scalar re-statement of the module docstring's steps 1-5, pair by pair."""
     K = len(rewards)
     dup = [variant != "cf_uncond" and forked[k] and rewards[k] == [1, 0] for k in range(K)]
@@ -410,7 +427,7 @@ def oracle(rewards, tau, lengths, variant, forked, alpha=0.5):
             cont[k] = [cont[k][b] * (c[0] + c[1]) / 2 / c[b] for b in range(2)]
         else:
             cont[k][1 - w] *= damp
-            if variant == "cf_pb" and b0 < 3:
+            if variant == "cf_pb" and (b0 < 3 or pb_loser == "balanced"):
                 cont[k][1 - w] = -cont[k][w] * damp
     if variant == "cf_pb":
         pref = [0.0] * K if b0 >= 3 else [max(0.0, p) for p in pref]
@@ -429,9 +446,9 @@ def test_vectorised_credit_matches_the_loop_oracle_on_every_binary_group():
             if not forked[k] and rng.random() < 0.5:  # a finished no-fork root: duplicated, no continuation
                 lengths[k] = [tau[k], tau[k]]
                 rewards[k] = [rewards[k][0]] * 2
-        for variant in VARIANTS:
-            cf = credit(variant, rewards, tau, lengths, forked=forked)
-            pref, cont = oracle(rewards, tau, lengths, variant, forked)
+        for variant, pb_loser in [*((v, "balanced") for v in VARIANTS), ("cf_pb", "tree")]:
+            cf = credit(variant, rewards, tau, lengths, forked=forked, pb_loser=pb_loser)
+            pref, cont = oracle(rewards, tau, lengths, variant, forked, pb_loser=pb_loser)
             flat = lambda rows: [x for row in rows for x in row]  # noqa: E731
             assert cf.prefix.flatten().tolist() == pytest.approx(flat(pref), abs=1e-5), (variant, rewards)
             assert cf.cont.flatten().tolist() == pytest.approx(flat(cont), abs=1e-5), (variant, rewards)

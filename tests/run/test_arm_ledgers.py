@@ -2,8 +2,11 @@
 
 `arm_ledgers.json` holds, for a full smoke run of every arm file (and Arms 12 / 13 at 1,024 tokens),
 the sha256 of its ledgers (steps without timings, rollouts, pairs), of its grades and of the saved
-policy's weights, written by the code before the loop, the estimator and sampler registries were
-rebuilt (issue 19). A change in any reward, advantage, pair row or update shows as a changed digest.
+policy's weights. They were first written by the code before the training loop and the estimator and
+sampler registries were rebuilt, which reproduced every one of them; they were rewritten once since,
+when the ledgers gained columns (the rollouts' token ids and first 160 tokens' text, the steps'
+`cf_pb_loser`), after checking that every arm's pair rows, grades and weights were unchanged. A change in
+any reward, advantage, pair row or update shows as a changed digest.
 
 The digests are exact float results, so they hold on the machine kind they were written on (the same
 torch build and CPU capability, recorded in the file, as in CI); elsewhere the test skips, saying why.

@@ -23,7 +23,8 @@ from rlvr_sweep.analysis.render import Table, ci_text, num, per_seed
 from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep, grade_rows, item_matrix, seed_order
 from rlvr_sweep.analysis.stats import bootstrap_ci
 
-SHIPPED = {"paper": "contrasts_paper.yaml", "smoke": "contrasts_smoke.yaml"}
+SHIPPED = {"paper": "contrasts_paper.yaml", "smoke": "contrasts_smoke.yaml", "cf": "contrasts_cf.yaml",
+           "smoke_cf": "contrasts_smoke_cf.yaml"}
 METRICS = ("correct", "capped")
 _KEYS = {"row", "title", "a", "b", "c", "d", "benchmark", "metric", "seeds"}
 

@@ -10,7 +10,10 @@ candidates are its branches in slot order, candidate 0 being the greedy root:
 
 Each candidate votes with its own effective cap (`analysis.candidates`). `item_votes` gives the per-item
 numbers Table 5B sums: the root, each rule's branch accuracies, MDL- and CR-Maj, Pass@M, branch
-count, FirstGap05's and MinMargin's stratum, and whether TieGated resolved a tie (f_max >= 2).
+count, FirstGap05's and MinMargin's stratum, whether TieGated resolved a tie (f_max >= 2), and on a
+wrong anchor (the root missed) whether a rule's first fork (`rescue1`) or either of its two (`rescue2`)
+rescued it, and MinMargin's forks re-indexed chronologically: the earlier (`early_rescue`) and the
+later (`late_rescue`) fork position.
 Strata of a @3 rule (§5.6: Unanimous, Root+1, Sibling Override, Completed Tie, Truncated Tie): the
 majority answer is every branch's, includes the root, or excludes it; with no majority, the root is
 completed (CR keeps it) or not (CR falls back to MDL).
@@ -88,6 +91,14 @@ def item_votes(item: pd.DataFrame, cap: int, min_len: int) -> dict:
             out["firstgap.strict"] = int((~gaps["fg_fallback"].astype(bool)).sum())
         if rule == "tiegated":
             out["tiegated.resolved"] = bool(out["fg_tie"] and top_frequency(cands) >= 2)
+    wrong = out["b0"] == 0  # a wrong anchor: the greedy root missed the item
+    out["wrong_anchor"] = wrong
+    for rule in ("minmargin", "firstgap"):
+        b1, b2 = (out[f"{rule}.b{k}"] == 1 for k in (1, 2))  # NaN (no such fork) is no rescue
+        out[f"{rule}.rescue1"], out[f"{rule}.rescue2"] = wrong and b1, wrong and (b1 or b2)
+    mm = item[item["mm_slot"].isin([1, 2])].sort_values("fork_pos")  # MinMargin's forks, earliest first
+    out["minmargin.early_rescue"] = bool(wrong and len(mm) and mm["correct"].iloc[0])
+    out["minmargin.late_rescue"] = bool(wrong and len(mm) > 1 and mm["correct"].iloc[-1])
     return out
 
 

@@ -32,9 +32,13 @@ SELECTION = "selection.json"  # beside the saved tables: the --profile / --where
 
 
 def default_contrasts(sweep: Sweep) -> list[Contrast]:
+    """The shipped lists of the sweep's profiles (`smoke` for smoke runs, `paper` otherwise), each with
+    its counterfactual rows (`cf`, `smoke_cf`) when the sweep holds a counterfactual arm (14-19)."""
     profiles = sorted(sweep.runs["profile"].unique()) if len(sweep.runs) else []
     lists = dict.fromkeys("smoke" if p == "smoke" else "paper" for p in profiles) or {"paper": None}
-    return [c for name in lists for c in load_contrasts(name)]
+    has_cf = len(sweep.runs) and sweep.runs["paper_arm"].isin([str(a) for a in range(14, 20)]).any()
+    names = [n for name in lists for n in (name, f"{name}_cf" if name == "smoke" else "cf")[: 2 if has_cf else 1]]
+    return [c for name in names for c in load_contrasts(name)]
 
 
 def build_tables(sweep: Sweep, contrasts: list[Contrast] | None = None, n_resamples: int = 4000,

@@ -33,7 +33,7 @@ PAPER_SEEDS = (42, 101, 7)  # the paper's seed order: candidate 0, 1, 2 of cross
 # benchmark order of the paper's tables; others follow alphabetically
 BENCHMARK_ORDER = ("math500", "math_val210", "ext240", "gsm8k200", "amc23", "toy_heldout")
 BENCHMARK_NAMES = {"math500": "MATH-500", "math_val210": "Val210", "ext240": "Ext240", "gsm8k200": "GSM8K-200",
-                   "amc23": "AMC23-40", "toy_heldout": "toy_heldout"}
+                   "amc23": "AMC23-40", "toy_heldout": "toy_heldout", "pool950": "Pool950"}
 ABLATIONS = ("ablate_skip", "ablate_selective", "mst_act30", "mst_zpd_act35", "ra_mst_tail50", "stopped_tree_h1024")
 
 
@@ -295,8 +295,20 @@ def load_sweep(root, profile: str | None = None, where=None) -> Sweep:
     return sweep
 
 
+POOL = "pool950"  # the paper's Pool950: every item of MATH-500, Val210 and Ext240 together
+POOL_PARTS = ("math500", "math_val210", "ext240")
+
+
 def grade_rows(sweep: Sweep, unit: str, benchmark: str, phase: str = "trained") -> pd.DataFrame:
-    """The unit's grade rows of one benchmark ("ext240/gsm8k200" selects that source of ext240)."""
+    """The unit's grade rows of one benchmark ("ext240/gsm8k200" selects that source of ext240; "pool950"
+    is MATH-500, Val210 and Ext240 together, item ids prefixed by their benchmark, for a unit that read
+    out all three)."""
+    if benchmark == POOL:
+        parts = [grade_rows(sweep, unit, b, phase) for b in POOL_PARTS]
+        if any(not len(part) for part in parts):
+            return parts[0].iloc[:0]
+        return pd.concat([part.assign(item_id=f"{b}/" + part["item_id"].astype(str), index=part["index"] + n * 10**6)
+                          for n, (b, part) in enumerate(zip(POOL_PARTS, parts))], ignore_index=True)
     name, _, source = benchmark.partition("/")
     g = sweep.grades
     rows = g[(g["unit"] == unit) & (g["benchmark"] == name) & (g["phase"] == phase)]

@@ -45,22 +45,58 @@ def summarize_votes(items: list[list[Candidate]], cap: int, min_len: int, n_resa
             "test_tokens": int(sum(c.length for cands in items for c in cands))}
 
 
-def item_candidates(rows: pd.DataFrame, seeds: list) -> list[list[Candidate]]:
-    """One candidate list per item every seed answered, in the items' order and the given seed order."""
+def item_candidates(rows: pd.DataFrame, seeds: list, with_ids: bool = False):
+    """One candidate list per item every seed answered, in the items' order and the given seed order
+    (and the item ids, with `with_ids`)."""
     rows = rows.assign(answer=rows["extracted"].where(~rows["capped_unboxed"].astype(bool), ""))
     by = {s: g.set_index("item_id") for s, g in rows.groupby("seed")}
     order = by[seeds[0]].sort_values("index").index
     common = [i for i in order if all(i in by[s].index for s in seeds)]
-    return [[Candidate(by[s].at[i, "answer"] or "", int(by[s].at[i, "length"]), float(by[s].at[i, "correct"]))
-             for s in seeds] for i in common]
+    items = [[Candidate(by[s].at[i, "answer"] or "", int(by[s].at[i, "length"]), float(by[s].at[i, "correct"]))
+              for s in seeds] for i in common]
+    return (common, items) if with_ids else items
 
 
-def sampled_items(rows: pd.DataFrame) -> list[list[Candidate]]:
+def sampled_items(rows: pd.DataFrame, with_ids: bool = False):
     """One candidate list per item (draws in order) of one sampled read-out and benchmark."""
-    items = []
+    ids, items = [], []
     for _, item in rows.sort_values(["index", "draw"]).groupby("index", sort=True):
+        ids.append(item["item_id"].iloc[0])
         items.append([candidate(r) for _, r in item.iterrows()])
-    return items
+    return (ids, items) if with_ids else items
+
+
+def cross_vs_sampled_rows(sweep: Sweep, cross: list[dict], n_resamples: int, seed: int) -> list[dict]:
+    """§5.5's second observation: an arm's cross-seed greedy MDL-Maj@k against the mean of its sampled
+    checkpoints' MDL-Maj@k (each sampled read-out of a checkpoint the arm trained), per item, with a
+    paired question-bootstrap CI; on the items every read-out answered."""
+    sampled = [r for r in readouts_of(sweep, SAMPLED) if r.train_run is not None]
+    out = []
+    for row in cross:
+        mine = [r for r in sampled if r.train_run["unit"] == row["unit"] and row["benchmark"] in r.benchmarks()]
+        if not mine:
+            continue
+        ids, items = item_candidates(grade_rows(sweep, row["unit"], row["benchmark"]), row["seeds"], with_ids=True)
+        per = [dict(zip(*_mdl_values(*sampled_items(r.of(row["benchmark"]), with_ids=True), r.cap, r.min_len)))
+               for r in mine]
+        greedy = dict(zip(ids, (vote_detail(c, "mdl", row["cap"], row["min_len"]).value for c in items)))
+        common = [i for i in ids if all(i in p for p in per)]
+        if not common:
+            continue
+        diff = np.array([greedy[i] - np.mean([p[i] for p in per]) for i in common])
+        _, lo, hi = bootstrap_ci(diff, "question", n_resamples, seed)
+        out.append({"mode": "cross_minus_sampled", "label": row["label"], "unit": row["unit"], "phase": "trained",
+                    "benchmark": row["benchmark"], "seeds": row["seeds"], "n_items": len(common),
+                    "sampled_seeds": [r.seed for r in mine], "cap": row["cap"], "min_len": row["min_len"],
+                    "mdl": 100 * float(np.mean([greedy[i] for i in common])),
+                    "sampled_mdl": 100 * float(np.mean([np.mean([p[i] for p in per]) for i in common])),
+                    "cross_minus_sampled": 100 * float(diff.mean()), "diff_lo": 100 * lo, "diff_hi": 100 * hi,
+                    "n_resamples": n_resamples, "boot_seed": seed})
+    return out
+
+
+def _mdl_values(ids, items, cap: int, min_len: int):
+    return ids, [vote_detail(c, "mdl", cap, min_len).value for c in items]
 
 
 def sampled_rows(sweep: Sweep, n_resamples: int, seed: int) -> list[dict]:
@@ -106,7 +142,9 @@ def build_table4(sweep: Sweep, n_resamples: int = 4000, seed: int = 0) -> Table:
                          "benchmark": b, "seeds": list(seeds), "cap": cap,
                          "min_len": min_len, "train_tflops_out": train, "n_resamples": n_resamples, "boot_seed": seed,
                          **summarize_votes(items, cap, min_len, n_resamples, seed)})
+    cross = list(rows)
     rows += sampled_rows(sweep, n_resamples, seed)
+    rows += cross_vs_sampled_rows(sweep, cross, n_resamples, seed)
     if not rows:
         return Table.unbuilt("table4", title, "no arm has trained read-outs from two or more seeds, and no "
                                               "checkpoint has a sampled read-out (eval=sampled_k3)")
@@ -119,7 +157,16 @@ def build_table4(sweep: Sweep, n_resamples: int = 4000, seed: int = 0) -> Table:
 def _display(frame: pd.DataFrame) -> pd.DataFrame:
     out = []
     for _, r in frame.iterrows():
-        k = r["k"]  # the number of seeds voting (3 in the paper), or of draws
+        if r["mode"] == "cross_minus_sampled":
+            seeds = "/".join(str(s) for s in r["sampled_seeds"])
+            out.append({"Evaluation mode (train cost, test tokens)": (
+                f"Cross-seed {r['label']} MDL-Maj@k - mean of its {len(r['sampled_seeds'])} sampled MDL-Maj@k "
+                f"(seeds {seeds}): {num(r['mdl'])} vs {num(r['sampled_mdl'])}"),
+                "Benchmark (N)": f"{BENCHMARK_NAMES.get(r['benchmark'], r['benchmark'])} ({int(r['n_items'])})",
+                "MDL - MaxLen (95% CI)": (f"{num(r['cross_minus_sampled'], 2, True)} "
+                                          f"({ci_text(r['diff_lo'], r['diff_hi'])}) [cross - sampled]")})
+            continue
+        k = int(r["k"])  # the number of seeds voting (3 in the paper), or of draws
         cost = num(r["train_tflops_out"], 3 if r["train_tflops_out"] < 1 else 1)
         if r["mode"] == "sampled":
             mode = (f"Single-seed {r['label']} (T={r['temperature']:g}, {k} draws, seed {int(r['sample_seed'])}; "

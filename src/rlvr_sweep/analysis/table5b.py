@@ -7,7 +7,10 @@ One row per fork read-out (`eval=fork3`) and benchmark, plus a pooled row over i
   Override, Completed Tie, Truncated Tie), strict / fallback slots, and MDL with the plain cap instead
   of each branch's eff_cap (the paper's check that both give the same count);
 - TieGated-FG05: CR- and MDL-Maj with CIs against B0, ties resolved (f_max >= 2) / ties, branches per item;
-- Hybrid-Fork: CR- and MDL-Maj with CIs, Pass, branches per item;
+- Hybrid-Fork: CR- and MDL-Maj with CIs, Pass, branches per item; TieGated - Hybrid CR-Maj with its CI;
+- rescues of wrong anchors (items the root missed): by FirstGap05's / MinMargin's first fork and by
+  either of its two (paper: 65/471 and 103/471, 50/471 and 83/471), and MinMargin's forks re-indexed
+  chronologically, the earlier vs the later position (60/471 vs 45/471);
 - the batch audit of the same checkpoint (`batch_audit`): accuracies at both batch sizes, difference
   with CI, grade agreement. A checkpoint with an audit but no fork read-out gets an audit-only row.
 MDL's window is 15 <= L < eff_cap (15 paper tokens, scaled); CIs are nominal, conditional on the checkpoint.
@@ -52,6 +55,15 @@ def summarize_forks(items: pd.DataFrame, n_resamples: int, seed: int) -> dict:
         counts = items[f"{rule}.stratum"].value_counts()
         out.update({f"{rule}.{s}": int(counts.get(s, 0)) for s in STRATA})
         out[f"{rule}.mdl_plain_cap_count"] = float(items[f"{rule}.mdl_plain_cap"].sum())
+    wrong = int(items["wrong_anchor"].sum())
+    out["wrong_anchors"] = wrong
+    for column in ("minmargin.rescue1", "minmargin.rescue2", "firstgap.rescue1", "firstgap.rescue2",
+                   "minmargin.early_rescue", "minmargin.late_rescue"):
+        out[column] = int(items[column].sum())
+    tie, hybrid = items["tiegated.cr"].to_numpy(float), items["hybrid.cr"].to_numpy(float)
+    _, lo, hi = bootstrap_ci(tie - hybrid, "question", n_resamples, seed)
+    out.update({"tiegated_minus_hybrid.cr": 100 * (tie - hybrid).mean(), "tiegated_minus_hybrid.cr_lo": 100 * lo,
+                "tiegated_minus_hybrid.cr_hi": 100 * hi})
     out["firstgap.strict_slots"] = int(items["firstgap.strict"].sum())
     out["firstgap.fallback_slots"] = int(items["firstgap.fallbacks"].sum())
     out["tiegated.ties"] = int(items["fg_tie"].sum())
@@ -138,6 +150,12 @@ def _display(frame: pd.DataFrame) -> pd.DataFrame:
                 "Hybrid: CR / MDL (Pass); branches/item": (
                     f"{_pct(r['hybrid.cr'])} / {_pct(r['hybrid.mdl'])} ({_pct(r['hybrid.pass'])}); "
                     f"{num(r['hybrid.branches_per_item'])}"),
+                "TieGated - Hybrid CR (95% CI)": (f"{num(r['tiegated_minus_hybrid.cr'], 2, True)} "
+                                                 f"({ci_text(r['tiegated_minus_hybrid.cr_lo'], r['tiegated_minus_hybrid.cr_hi'])})"),
+                "Rescued wrong anchors FG05 1 / 2 br; MinMargin 1 / 2 br; Early / Late": (
+                    f"{int(r['firstgap.rescue1'])} / {int(r['firstgap.rescue2'])}; {int(r['minmargin.rescue1'])} / "
+                    f"{int(r['minmargin.rescue2'])}; {int(r['minmargin.early_rescue'])} / "
+                    f"{int(r['minmargin.late_rescue'])} (of {int(r['wrong_anchors'])})"),
             })
         out.append(row)
     return pd.DataFrame(out).fillna("")

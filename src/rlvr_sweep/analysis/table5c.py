@@ -6,7 +6,10 @@ counts, and the pool of every benchmark's items together (Pool950 in the paper: 
 MATH-500); on the first benchmark (MATH-500 when present) the seeds' MDL-Maj@k and Oracle Pass@k
 (`table4.summarize_votes`); active updates per seed; post-warmup divergent pairs over post-warmup
 pairs with the winners split by branch (b0 = the on-policy / first leaf, b1 = the alternative /
-second); "false activations", active steps whose four on-policy branches all passed (b0 = 4/4); and,
+second), counted as the paper counts (`Div`: pairs of post-warmup *active* steps, after rescue duplication,
+over 4 x those steps: the paper's 180 / 192 / 224 / 124 for Arms 12-15; a duplicated (1, 0) pair is no
+longer divergent, so Arms 15-19 show 0 b0 wins) and raw (`Div raw`: the sampled rewards' divergent pairs
+over every post-warmup pair); "false activations", active steps whose four on-policy branches all passed (b0 = 4/4); and,
 for the counterfactual arms, the steps their credit gated (rescue duplication removed the activation)
 or skipped (pair-balanced, unrescued).
 """
@@ -55,9 +58,11 @@ def _ledger(sweep: Sweep, unit: str) -> dict:
     if not len(steps) or not len(pairs):
         return {}
     post = pairs[pairs["category"] != "flat_warmup"]
-    r0 = post["r0_raw"] if "r0_raw" in post.columns and post["r0_raw"].notna().all() else post["r0"]
-    r1 = post["r1_raw"] if "r1_raw" in post.columns and post["r1_raw"].notna().all() else post["r1"]
+    has = lambda c: c in post.columns and post[c].notna().all()  # noqa: E731  (fork arms' ledger columns)
+    r0 = post["r0_raw"] if has("r0_raw") else post["r0"]
+    r1 = post["r1_raw"] if has("r1_raw") else post["r1"]
     divergent = r0 != r1
+    e0, e1 = (post["r0_eff"], post["r1_eff"]) if has("r0_eff") else (r0, r1)  # after rescue duplication
     # b0 pass per step: the on-policy leaves (first leaf of each pair) of tree / fork steps
     b0 = (r0 > 0).groupby([post["seed"], post["step"]]).sum()
     active_steps = steps.set_index(["seed", "step"])["active"].astype(bool)
@@ -66,9 +71,15 @@ def _ledger(sweep: Sweep, unit: str) -> dict:
     seeds = list(sweep.runs_of(unit)["seed"])
     per_seed_false = [int(((b0.loc[post_steps] == 4) & active_steps.loc[post_steps]).xs(s, level=0).sum())
                       if s in post_steps.get_level_values(0) else 0 for s in seeds]
+    in_active = pd.Series([bool(active_steps.get((sd, st), False)) for sd, st in zip(post["seed"], post["step"])],
+                          index=post.index)
+    div_eff = in_active & (e0 != e1)
     out = {"active_per_seed": [int(steps.loc[steps["seed"] == s, "active"].astype(bool).sum()) for s in seeds],
-           "divergent": int(divergent.sum()), "post_pairs": len(post), "b0_wins": int((divergent & (r0 > r1)).sum()),
-           "b1_wins": int((divergent & (r1 > r0)).sum()), "false_act": false_act, "false_act_per_seed": per_seed_false}
+           "divergent": int(div_eff.sum()), "active_post_pairs": int(in_active.sum()),
+           "b0_wins": int((div_eff & (e0 > e1)).sum()), "b1_wins": int((div_eff & (e1 > e0)).sum()),
+           "raw_divergent": int(divergent.sum()), "post_pairs": len(post),
+           "raw_b0_wins": int((divergent & (r0 > r1)).sum()), "raw_b1_wins": int((divergent & (r1 > r0)).sum()),
+           "false_act": false_act, "false_act_per_seed": per_seed_false}
     if "cf_status" in steps.columns and steps["cf_status"].notna().any():
         out.update(gated=int((steps["cf_status"] == "gated_rescue_dup").sum()),
                    skipped=int((steps["cf_status"] == "skipped_pb_unrescued").sum()))
@@ -104,6 +115,8 @@ def build_table5c(sweep: Sweep, n_resamples: int = 4000, seed: int = 0) -> Table
     names = [b for b in benchmarks if f"{b}.mean" in frame.columns] + (["pool"] if "pool.mean" in frame.columns else [])
     return Table("table5c", title, frame, _display(frame, names, vote_bench),
                  notes=["b0 / b1: the pair's first leaf (on-policy branch) / second leaf (alternative) won; "
+                        "Div: divergent pairs of post-warmup active steps after rescue duplication / 4 x those steps "
+                        "(the paper's count); Div raw: divergent sampled pairs / every post-warmup pair; "
                         "False Act: active steps whose four first leaves all passed",
                         f"MDL-Maj@k and Pass@k across the arm's seeds on {BENCHMARK_NAMES.get(vote_bench, vote_bench)}"])
 
@@ -124,7 +137,10 @@ def _display(frame: pd.DataFrame, names: list[str], vote_bench: str | None) -> p
         active = r.get("active_per_seed")
         line["Act"] = num(float(np.mean(active)), 2) if isinstance(active, list) else "—"
         if pd.notna(r.get("divergent", np.nan)):
-            line["Div (b0 / b1)"] = f"{int(r['divergent'])}/{int(r['post_pairs'])} ({int(r['b0_wins'])} / {int(r['b1_wins'])})"
+            line["Div (b0 / b1)"] = (f"{int(r['divergent'])}/{int(r['active_post_pairs'])} "
+                                     f"({int(r['b0_wins'])} / {int(r['b1_wins'])})")
+            line["Div raw (b0 / b1)"] = (f"{int(r['raw_divergent'])}/{int(r['post_pairs'])} "
+                                         f"({int(r['raw_b0_wins'])} / {int(r['raw_b1_wins'])})")
             gated = f" ({int(r['gated'])} gated)" if pd.notna(r.get("gated", np.nan)) else ""
             per = "/".join(map(str, r["false_act_per_seed"]))
             line["b0=4/4 False Act"] = f"{int(r['false_act'])} ({per}){gated}"

@@ -92,6 +92,9 @@ class EstimatorConfig:
     zero_cont_token_mass: bool = False  # shift continuation credit to zero signed token mass
     # cf_*: weight of the fork hinge (`credit.counterfactual`: 0.5 in Arm 14, 0.15 from Arm 15 on; 0: none)
     hinge_weight: float = setting(0.0, at_least(0))
+    # cf_pb, b0_pass >= 3: the divergent pair's loser balanced against its winner (the paper's numbers)
+    # or kept at its damped tree continuation (`credit.counterfactual`)
+    pb_loser: str = setting("balanced", one_of("balanced", "tree"))
     # parameters of an estimator registered outside the package (docs/extending.md), e.g. {loo_scale: 1.0}
     params: dict[str, Any] = setting({})
 

@@ -20,11 +20,19 @@ binary rewards (after the derivation gate), L (K, 2) the leaf lengths. `forked[k
    - cf_uncond (Arm 14, `--cf-balance-div-len`): A_cont(k, b) *= cbar_k / c_kb, cbar_k = (c_k0 + c_k1) / 2.
    - cf_rg (Arms 15, 16, 18, `--cf-dampen-lose-len`): A_cont(k, l) *= min(1, c_kw / c_kl).
    - cf_pb (Arms 17, 19, `--cf-pair-balanced`): the cf_rg package plus, when b0_pass >= 3 (and rescued),
-     A_pref := 0 on every pair and both A_cont := 0 on non-divergent pairs (the divergent pair keeps its
-     damped tree continuations); when b0_pass < 3, A_pref := max(A_pref, 0) and
-     A_cont(k, l) := -A_cont(k, w) * min(1, c_kw / c_kl). Our reading of "package": Table 5C has no
-     b0-winning divergent pair in Arms 17, 19, so the rescue duplication is on; we take dampen-lose-len as
-     on too (it only matters for the loser of a b0_pass >= 3 group's divergent pair).
+     A_pref := 0 on every pair and both A_cont := 0 on non-divergent pairs, the divergent pair's loser
+     balanced against its winner, A_cont(k, l) := -A_cont(k, w) * min(1, c_kw / c_kl) (`pb_loser="balanced"`,
+     the default; `"tree"` keeps the loser's damped tree continuation instead); when b0_pass < 3,
+     A_pref := max(A_pref, 0) and A_cont(k, l) := -A_cont(k, w) * min(1, c_kw / c_kl). Our reading of
+     "package": Table 5C has no b0-winning divergent pair in Arms 17, 19, so the rescue duplication is on.
+     Why "balanced" is the default for b0_pass >= 3: the paper's text allows both readings, its numbers
+     one. On a (3, 7) group (Rbar 0.875, s_R 0.3536) the divergent pair's tree continuations are +0.8836
+     (winner) and -1.9440 (loser); with equal continuation lengths c = 500 the tree reading gives
+     M_tot = (0.8836 - 1.9440) * 500 / 8 = -66.27 and the balanced one exactly 0.00. The paper reports a
+     small positive mean M_tot for Arms 17 / 19 (+5.58 / +0.94) where Arms 15 / 18, whose (3, 7) groups
+     keep A_pref = -1.0604 and the (1, 1) pairs, have +29.65 / +19.40: a mean of many such groups near
+     zero and above it fits the balanced loser (0 for equal lengths, >= 0 when the loser runs longer),
+     not -66 per group.
 5. Signed token mass M_tot = (1/8) sum_i [A_pref(i) pl_i + A_cont(i)(L_i - pl_i)] over the effective
    leaves (pl_i = tau_k); 0 for an inactive group. The hinge below is not part of it.
 
@@ -130,8 +138,11 @@ def signed_token_mass(prefix: torch.Tensor, cont: torch.Tensor, prefix_len: torc
     return float(mass.sum() / prefix.numel())
 
 
+PB_LOSERS = ("balanced", "tree")  # cf_pb, b0_pass >= 3: the divergent pair's loser (module docstring)
+
+
 def cf_credit(rewards, tau, lengths, *, variant: str, hinge_weight: float, forked=None, alpha: float = 0.5,
-              eps: float = 1e-4, guard: float = 1e-6) -> CfCredit:
+              eps: float = 1e-4, guard: float = 1e-6, pb_loser: str = "balanced") -> CfCredit:
     """(K, 2) raw rewards, (K,) tau, (K, 2) leaf lengths -> CfCredit (module docstring, steps 1-5).
 
     `forked` (K,) bool defaults to every pair forked. `hinge_weight` is lambda (>= 0); it only decides
@@ -141,6 +152,8 @@ def cf_credit(rewards, tau, lengths, *, variant: str, hinge_weight: float, forke
         raise ValueError(f"unknown cf variant {variant!r}; valid: {list(VARIANTS)}")
     if not hinge_weight >= 0:
         raise ValueError(f"hinge_weight must be >= 0, got {hinge_weight}")
+    if pb_loser not in PB_LOSERS:
+        raise ValueError(f"unknown pb_loser {pb_loser!r}; valid: {list(PB_LOSERS)}")
     r_raw, tau, L, forked = _check(rewards, tau, lengths, forked)
     K = r_raw.shape[0]
     b0_win = forked & (r_raw[:, 0] > r_raw[:, 1])  # raw (1, 0) pairs
@@ -165,7 +178,8 @@ def cf_credit(rewards, tau, lengths, *, variant: str, hinge_weight: float, forke
         status = "active"
     divergent = forked & (r[:, 0] != r[:, 1])  # (K,) after duplication
     metrics = {
-        "variant": variant, "status": status, "active": status == "active",
+        "variant": variant, "pb_loser": pb_loser if variant == "cf_pb" else None, "status": status,
+        "active": status == "active",
         "gated": status == "gated_rescue_dup", "skipped": status == "skipped_pb_unrescued",
         "b0_pass": b0_pass, "b1_pass": int(r_raw[:, 1].sum()), "r_bar": float(r.mean()), "s_r": s_r,
         "n_forked": int(forked.sum()), "n_b0_win": int(b0_win.sum()), "n_b1_win": int(b1_win.sum()),
@@ -196,6 +210,8 @@ def cf_credit(rewards, tau, lengths, *, variant: str, hinge_weight: float, forke
         if b0_pass >= 3:
             a_pref = torch.zeros_like(a_pref)
             a_cont = torch.where(divergent[:, None], a_cont, torch.zeros_like(a_cont))
+            if pb_loser == "balanced":
+                a_cont[div_rows, lose[div_rows]] = -a_cont[div_rows, win[div_rows]] * damp[div_rows]
         else:
             a_pref = a_pref.clamp(min=0.0)
             a_cont[div_rows, lose[div_rows]] = -a_cont[div_rows, win[div_rows]] * damp[div_rows]
@@ -264,7 +280,7 @@ def cf_pair_rows(pairs, cf: CfCredit) -> list[dict]:
 def cf_step_fields(cf: CfCredit) -> dict:
     """Per-step columns: b0_pass, status (active / homogeneous / gated / skipped and why), M_tot, counts."""
     m = cf.metrics
-    return {"cf_variant": m["variant"], "cf_status": m["status"], "cf_active": m["active"],
+    return {"cf_variant": m["variant"], "cf_pb_loser": m["pb_loser"], "cf_status": m["status"], "cf_active": m["active"],
             "cf_gated": m["gated"], "cf_skipped": m["skipped"], "b0_pass": m["b0_pass"],
             "b1_pass": m["b1_pass"], "cf_r_bar": m["r_bar"], "cf_s_r": m["s_r"], "m_tot": m["m_tot"],
             "n_forked": m["n_forked"], "n_b0_win": m["n_b0_win"], "n_b1_win": m["n_b1_win"],

@@ -111,11 +111,11 @@ def clamped_prefix(rewards, shape: GroupShape, *, beta: float, alpha: float = 0.
 
 def _counterfactual(variant: str):
     def estimator(rewards, shape: GroupShape, *, alpha: float = 0.5, eps: float = 1e-4,
-                  hinge_weight: float = 0.0) -> Credit:
+                  hinge_weight: float = 0.0, pb_loser: str = "balanced") -> Credit:
         if shape.forked is None:  # the flat warmup of a fork arm: leaf GRPO (unbiased std, as cf credit)
             return grpo(rewards, shape, eps=eps)
         cf = cf_credit(rewards, shape.tau, shape.length, variant=variant, forked=shape.forked,
-                       hinge_weight=hinge_weight, alpha=alpha, eps=eps)
+                       hinge_weight=hinge_weight, alpha=alpha, eps=eps, pb_loser=pb_loser)
         credit = loss_credit(cf)
         return Credit(credit.prefix, credit.cont, cf.metrics["active"], cf)
 
@@ -124,6 +124,6 @@ def _counterfactual(variant: str):
     return estimator
 
 
-for _variant, _doc in (("cf_uncond", "Arm 14"), ("cf_rg", "Arms 15, 16, 18"), ("cf_pb", "Arms 17, 19")):
-    ESTIMATORS.register(_variant, kind="fork", per_token=True, reads=("alpha", "eps", "hinge_weight"))(
+for _variant, _extra in (("cf_uncond", ()), ("cf_rg", ()), ("cf_pb", ("pb_loser",))):
+    ESTIMATORS.register(_variant, kind="fork", per_token=True, reads=("alpha", "eps", "hinge_weight", *_extra))(
         _counterfactual(_variant))

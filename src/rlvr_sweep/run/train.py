@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 step_log = logging.getLogger("rlvr_sweep.steps")
 step_log.propagate = False
 AUDIT_PREFIX_TOKENS = 512  # §5.4 gt512_prefix_audit: what the first 512 tokens of a longer rollout hold
+SURFACE_HEAD_TOKENS = 160  # §3.3 surface-token divergence: equations in the first 160 tokens
 
 
 @dataclass
@@ -125,7 +126,7 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
 
     def record(state: TrainState, step, row, scored, update, seconds, prompt_len) -> None:
         state.steps.append(step_row(step, row, scored, update, seconds, prompt_len))
-        state.rollouts.extend(rollout_rows(step, row, scored, decode, lengths["audit_prefix"]))
+        state.rollouts.extend(rollout_rows(step, row, scored, decode, lengths["audit_prefix"], lengths["surface_head"]))
         state.pairs.extend(ledger_rows(step, scored))
         report_step(step, row, scored, update, seconds, state, loggers, bar, optimizer)
 
@@ -180,10 +181,11 @@ def step_row(step, row, scored, update, seconds, prompt_len) -> dict:
     }
 
 
-def rollout_rows(step, row, scored, decode, audit_cut: int) -> list[dict]:
-    """One row per rollout. For the paper's >512-token prefix audit (§5.4) each row also keeps where its
-    first `\\boxed` starts and, when it is longer than `audit_cut` tokens, the text of its first
-    `audit_cut` tokens (512 in paper units)."""
+def rollout_rows(step, row, scored, decode, audit_cut: int, head_cut: int) -> list[dict]:
+    """One row per rollout, its token ids included. For the paper's >512-token prefix audit (§5.4) each
+    row also keeps where its first `\\boxed` starts and, when it is longer than `audit_cut` tokens, the
+    text of its first `audit_cut` tokens (512 in paper units); for the surface-token divergence of §3.3
+    the text of its first `head_cut` tokens (160)."""
     B = scored.rewards.shape[1]
     return [{
         "step": step, "index": i, "k": i // B, "b": i % B, "question_id": row["id"], "gold": row["answer"],
@@ -191,6 +193,7 @@ def rollout_rows(step, row, scored, decode, audit_cut: int) -> list[dict]:
         "finished": leaf.finished, "capped": not leaf.finished, "text": text,
         "first_box_token": first_box_token(leaf.tokens, decode),
         "audit_prefix_text": decode(leaf.tokens[:audit_cut]) if len(leaf.tokens) > audit_cut else None,
+        "tokens": list(leaf.tokens), "head_text": decode(leaf.tokens[:head_cut]),
     } for i, (leaf, r, c, text) in enumerate(zip(scored.leaves, scored.rewards.flatten().tolist(),
                                                  scored.correct.flatten().tolist(), scored.texts))]
 
@@ -212,6 +215,7 @@ def scaled_lengths(cfg: Config) -> dict:
         "long_eos_len": scaled_length(sc.long_eos_len, scale),
         "fork_start": scaled_length(sc.fork_start, scale), "fork_end": scaled_length(sc.fork_end, scale),
         "audit_prefix": scaled_length(AUDIT_PREFIX_TOKENS, scale),
+        "surface_head": scaled_length(SURFACE_HEAD_TOKENS, scale),
     }
 
 

@@ -36,7 +36,8 @@ def replay_step(step_row: dict, pair_rows: pd.DataFrame) -> list[str]:
     cf = cf_credit(pairs[["r0_raw", "r1_raw"]].to_numpy(copy=True), pairs["t_star"].astype(int).to_numpy(copy=True),
                    pairs[["l0", "l1"]].astype(int).to_numpy(copy=True), variant=step_row["cf_variant"],
                    hinge_weight=float(step_row["hinge_weight"]),
-                   forked=(pairs["category"] != "cf_no_fork").to_numpy(copy=True))
+                   forked=(pairs["category"] != "cf_no_fork").to_numpy(copy=True),
+                   pb_loser=step_row.get("cf_pb_loser") if isinstance(step_row.get("cf_pb_loser"), str) else "balanced")
     problems = []
     m = cf.metrics
     for key, stored in (("status", step_row["cf_status"]), ("b0_pass", step_row["b0_pass"])):
