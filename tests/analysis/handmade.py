@@ -97,8 +97,11 @@ def _ledgers(arm: str, seed: int):
         rewards = [float(r) for *_, r in leaves]
         leaf_tokens = sum(length for _, _, _, length, _ in leaves)
         for index, (k, b, pl, length, r) in enumerate(leaves):
-            text, box = AUDIT.get((seed, step, k, b), (None, 0 if r else -1)) if arm == "stopped_tree" else (None, 0)
             long = length > UNITS[arm][5]
+            # every rollout's text holds a box (at token 1); a long one's stored prefix "xxxx" holds none, so its
+            # box starts after the cut (PASS 3 checks first_box_token against the texts)
+            default = (None, UNITS[arm][5] + 1 if long else 1)
+            text, box = AUDIT.get((seed, step, k, b), default) if arm == "stopped_tree" else default
             rollouts.append({**_keys(arm, seed), "step": step, "index": index, "k": k, "b": b,
                              "question_id": f"q{step}", "gold": GOLD_TRAIN, "prefix_len": pl, "length": length,
                              "reward": float(r), "correct": float(r), "finished": length < CAP, "capped": length == CAP,

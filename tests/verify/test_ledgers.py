@@ -151,3 +151,24 @@ def test_a_fork_step_is_active_by_its_counterfactual_status(status, active, law)
                                untrimmed_steps=8, gen_tokens=8, padded_prefill_tokens=4, prefill_tokens=4)])
     problems = step_problems(steps, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(columns=list(RUN)))[1]
     assert problems == [] if law is None else any(law in p for p in problems), problems
+
+
+def test_the_prefix_audit_is_rederived_from_the_rows(monkeypatch):
+    """PASS 3 re-derives the audit: every long rollout's prefix regraded and its first box checked against
+    the texts; a table whose counts the rows do not give, or a box position the texts contradict, fails."""
+    from rlvr_sweep.verify.audit import audit_problems
+
+    checked, problems = audit_problems(sweep_with())
+    assert (checked, problems) == (9, [])  # Arm 5's 9 rollouts longer than the cut of 4
+
+    def moved_box(t):
+        r = t["rollouts"]
+        at = r.index[(r["arm"] == "stopped_tree") & (r["seed"] == 101) & (r["step"] == 1) & (r["index"] == 0)][0]
+        r.loc[at, "first_box_token"] = 7  # the prefix "a \boxed{4}" holds a box: it cannot start after the cut
+
+    _, problems = audit_problems(sweep_with(moved_box))
+    assert any("first_box_token 7 vs a cut at 4, but the prefix holds a \\boxed" in p for p in problems)
+    # the audit table grades its prefixes with its own call; a fault there shows against the recount
+    monkeypatch.setattr("rlvr_sweep.analysis.audit.training_reward", lambda text, gold, gate=None: 1.0)
+    _, problems = audit_problems(sweep_with())
+    assert "audit 5. stopped_tree pass_at_cut: the table says 2, the rows give 1" in problems

@@ -5,7 +5,8 @@ PASS 1  every stored grade and rollout reward regraded (`regrade`) and every fin
 PASS 2  analytic checks that need no sweep (`analytic`: sampler laws by exact enumeration,
         Proposition 2, zero-gradient AdamW);
 PASS 3  ledger laws (`ledgers`: pair conservation, step and run token totals) and Tables 1-3
-        rebuilt from the stored rows (`rebuild`; with a saved tables folder, every saved table, the
+        rebuilt from the stored rows (`rebuild`), the >512-token prefix audit re-derived (`audit`; with a
+        saved tables folder, every saved table, the
         sweep chosen as its `selection.json` says); a finished run that cannot enter the tables, or
         ledgers of which nothing could be checked, fail it;
 PASS 4  the test-time read-outs and probes (`testtime`): every sampled, fork and probe response regraded,
@@ -13,7 +14,8 @@ PASS 4  the test-time read-outs and probes (`testtime`): every sampled, fork and
         rows, stored margins against a fresh teacher-forced pass on a sample (loads the checkpoints),
         Tables 4 / 5A / 5B recounted (with a saved tables folder, 5A / 5B compared with their rebuilds);
         every counterfactual fork group's credit (Arms 14-19) replayed from its ledger, and its fork choice
-        re-derived from the stored margins (`cf_replay`); every read-out and probe credited to the
+        re-derived from the stored margins (`cf_replay`); bfloat16 margins checked to be k/128
+        (`dyadic`); every read-out and probe credited to the
         training run whose saved model has its model digest, and no other (`attribution`).
 A pass fails on any problem; `run_all` returns the results, the CLI prints them and exits 1 on failure.
 """
@@ -32,7 +34,9 @@ from rlvr_sweep.analysis.report import SELECTION
 from rlvr_sweep.store import CollectError
 from rlvr_sweep.verify.analytic import run_pass2
 from rlvr_sweep.verify.attribution import attribution_problems
+from rlvr_sweep.verify.audit import audit_problems
 from rlvr_sweep.verify.cf_replay import replay_cf
+from rlvr_sweep.verify.dyadic import dyadic_problems
 from rlvr_sweep.verify.compare import _label, find_runs
 from rlvr_sweep.verify.integrity import run_problems
 from rlvr_sweep.verify.ledgers import pair_problems, step_problems
@@ -117,8 +121,11 @@ def pass3(root, tables_dir=None) -> PassResult:
     for check in (table1_problems, table2a_problems, table3_problems):
         n, more = check(sweep)
         rebuilt, problems = rebuilt + n, problems + more
+    audited, more = audit_problems(sweep)
+    problems += more
     summary = (f"{n_pairs} pairs obey the conservation laws; {counts['steps']} steps and {counts['runs']} run totals "
-               f"reconstruct from the ledgers; Tables 1-3: {rebuilt} numbers rebuilt from stored rows")
+               f"reconstruct from the ledgers; Tables 1-3: {rebuilt} numbers rebuilt from stored rows; "
+               f"{audited} >512-token prefixes of the audit re-derived")
     if tables_dir is not None:
         n, more = saved_problems(sweep, tables_dir)
         problems += more
@@ -139,6 +146,10 @@ def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu") -> 
     credited, more = attribution_problems(sweep)
     if credited:
         parts.append(f"{credited} read-outs and probe checkpoints credited by their model digests")
+        problems += more
+    dyadic, more = dyadic_problems(sweep)
+    if dyadic:
+        parts.append(f"{dyadic} bfloat16 logit margins are k/128")
         problems += more
     if cf["steps"]:
         parts.append(f"{cf['steps']} counterfactual fork groups replayed ({cf['active']} active): coefficients, "

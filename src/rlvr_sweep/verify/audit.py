@@ -1,0 +1,67 @@
+"""PASS 3, the retained token-512 prefix audit (seed paper §5.4, `gt512_prefix_audit`; §7 "558 prefixes").
+
+For every rollout longer than its run's audit cut (512 paper tokens), re-derived from the stored rows:
+- the first `cut` tokens' text is stored (`audit_prefix_text`);
+- its last `\\boxed` answer is re-extracted and regraded against the gold with the run's grader and
+  gate, so the audit's pass / fail at the cut is recounted, not taken from the table;
+- `first_box_token` agrees with the texts: -1 exactly when the rollout holds no `\\boxed`, before the
+  cut exactly when the prefix already holds one (an unboxed prefix's box starts at or after the cut);
+then each arm's audit row (`analysis.audit`: long rollouts, final R = 1, fail / pass at the cut) must
+equal the recount.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from rlvr_sweep.analysis import Sweep
+from rlvr_sweep.analysis.audit import build_audit
+from rlvr_sweep.reward import extract_answer, get_grader
+
+
+def _grader_of(run: pd.Series):
+    return get_grader(run["config"].get("grader.name", "baseline") if isinstance(run.get("config"), dict) else "baseline")
+
+
+def audit_problems(sweep: Sweep) -> tuple[int, list[str]]:
+    """(long rollouts re-derived, problems)."""
+    table = build_audit(sweep)
+    if table.why or not len(sweep.rollouts):
+        return 0, []
+    checked, problems = 0, []
+    for _, row in table.frame.iterrows():
+        runs = sweep.runs_of(row["unit"]).set_index("seed")
+        ro = sweep.rollouts[sweep.rollouts["unit"] == row["unit"]]
+        counts = {"long": 0, "long_r1": 0, "pass_at_cut": 0}
+        for r in ro.itertuples(index=False):
+            run = runs.loc[r.seed]
+            cut = int(run["lengths.audit_prefix"])
+            if r.length <= cut:
+                continue
+            checked += 1
+            counts["long"] += 1
+            where = f"{row['label']} seed {r.seed} step {r.step} rollout {r.index}"
+            prefix = r.audit_prefix_text if isinstance(r.audit_prefix_text, str) else None
+            if prefix is None:
+                problems.append(f"{where}: {r.length} tokens but no stored text of its first {cut} tokens")
+                continue
+            box = int(r.first_box_token)
+            if (box < 0) != ("\\boxed" not in r.text):
+                problems.append(f"{where}: first_box_token {box} but the rollout {'holds' if box < 0 else 'lacks'} a \\boxed")
+            elif box >= 0 and (box < cut) != ("\\boxed" in prefix):
+                problems.append(f"{where}: first_box_token {box} vs a cut at {cut}, but the prefix "
+                                f"{'lacks' if box < cut else 'holds'} a \\boxed")
+            if r.reward != 1:
+                continue
+            counts["long_r1"] += 1
+            gate = None if pd.isna(run.get("gate_chars")) else int(run["gate_chars"])
+            pred = extract_answer(prefix, fallback=None)
+            gated = gate is None or prefix.rfind("\\boxed") >= gate
+            counts["pass_at_cut"] += int(bool(pred) and gated and _grader_of(run)(pred, r.gold))
+        for key, value in counts.items():
+            if int(row[key]) != value:
+                problems.append(f"audit {row['label']} {key}: the table says {int(row[key])}, the rows give {value}")
+        if int(row["fail_at_cut"]) != counts["long_r1"] - counts["pass_at_cut"]:
+            problems.append(f"audit {row['label']} fail_at_cut: the table says {int(row['fail_at_cut'])}, "
+                            f"the rows give {counts['long_r1'] - counts['pass_at_cut']}")
+    return checked, problems
