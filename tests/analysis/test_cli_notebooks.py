@@ -57,6 +57,25 @@ def test_figures_command(smoke_sweep, tmp_path):
         assert (tmp_path / f"{stem}.png").stat().st_size > 10_000
 
 
+def test_union_command_on_the_smoke_sweep(smoke_sweep, tmp_path):
+    """The oracle union of two real checkpoints, against their grades.parquet files read directly."""
+    from tests.sweeps import run_of
+    grades = [pd.read_parquet(run_of(smoke_sweep, arm, seed) / "grades.parquet") for arm, seed in
+              (("baseline", 42), ("stopped_tree", 101))]
+    solved = [set(g[(g["phase"] == "trained") & g["correct"]]["item_id"]) for g in grades]
+    out = tmp_path / "union.parquet"
+    proc = analysis("union", str(smoke_sweep), "--checkpoints", "baseline:42,12:101", "--benchmark", "toy_heldout",
+                    "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    union = len(solved[0] | solved[1])
+    assert f"oracle union of 2 checkpoints on toy_heldout: {union}/16" in proc.stdout
+    saved = pd.read_parquet(out)
+    assert list(saved.columns) == ["item_id", "baseline h1024 seed 42", "12. stopped_tree h1024 seed 101", "union"]
+    assert int(saved["union"].sum()) == union and set(saved.loc[saved.iloc[:, 1] == 1, "item_id"]) == solved[0]
+    bad = analysis("union", str(smoke_sweep), "--checkpoints", "baseline:9", "--benchmark", "toy_heldout")
+    assert bad.returncode == 2 and "seed 9 has no toy_heldout read-out" in bad.stderr
+
+
 def test_a_folder_without_runs_is_bad_input(tmp_path):
     proc = analysis("tables", str(tmp_path), "--out", str(tmp_path / "out"))
     assert proc.returncode == 2 and "found no run" in proc.stderr

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -112,3 +113,19 @@ def test_collect_command_exits_non_zero_when_it_skipped_a_run(tmp_path, finished
     allowed = subprocess.run([*cmd, "--allow-skipped"], capture_output=True, text=True)
     assert allowed.returncode == 0 and "collected 1 runs" in allowed.stdout and "(1 skipped)" in allowed.stdout
     assert (tmp_path / "out" / "sweep.skipped.parquet").is_file()
+
+
+def test_a_column_stored_as_text_in_one_run_and_empty_floats_in_another_is_joined(tmp_path):
+    """A counterfactual arm fills `cf_pb_loser` with text; another arm leaves it empty, which parquet
+    stores as null floats. Collecting both keeps every value."""
+    from rlvr_sweep.store.collect import _read_all
+    for name, values in (("pb", ["balanced", None]), ("rg", [float("nan"), None])):
+        (tmp_path / name).mkdir()
+        # the rows as the step writer turns them into parquet (pandas -> pyarrow type inference)
+        pd.DataFrame([{"arm": name, "step": i, "cf_pb_loser": v} for i, v in enumerate(values)]).to_parquet(
+            tmp_path / name / "steps.parquet", index=False)
+    types = {str(pq.read_schema(tmp_path / n / "steps.parquet").field("cf_pb_loser").type) for n in ("pb", "rg")}
+    assert types == {"large_string", "double"}
+    frame = _read_all([str(tmp_path / n / "steps.parquet") for n in ("pb", "rg")])
+    assert list(frame["arm"]) == ["pb", "pb", "rg", "rg"] and frame["cf_pb_loser"].iloc[0] == "balanced"
+    assert frame["cf_pb_loser"].iloc[1:].isna().all()

@@ -101,13 +101,15 @@ def test_backward_accounting_of_accumulated_questions():
 def test_saved_tables_rebuild_or_differ(tmp_path):
     s = sweep_with()
     save_tables(build_tables(s, n_resamples=200, seed=3), tmp_path)
-    assert saved_problems(s, tmp_path) == (6, [])  # runs, table1 .. audit; table2b has no smoke-list row here
+    # runs, table1 .. audit, the §3 diagnostics and the strata; table2b has no smoke-list row here
+    assert saved_problems(s, tmp_path) == (9, [])
     def flip(t):
         g = t["grades"]
         g.loc[g.index[(g["phase"] == "trained") & ~g["correct"]][0], "correct"] = True
     changed = sweep_with(flip)
     n, problems = saved_problems(changed, tmp_path)
-    assert n == 6 and any(p.startswith("table1:") for p in problems)
+    assert n == 9 and any(p.startswith("table1:") for p in problems)
+    assert any(p.startswith("baseline_readouts:") for p in problems)  # one more correct short or long answer
 
 
 RUN = {"arm": "rg_cf_grpo", "horizon": 1024, "seed": 42, "run_hash": "h"}

@@ -2,11 +2,13 @@
 
 Seed statistics and two-level bootstrap CIs (`stats`), FLOP proxies (`flops`), k-candidate voting
 (`voting`), Tables 1, 2A, 2B, 3, 4 and the prefix audit, Tables 5A / 5B from probe folders and fork
-read-outs, and figures; it reads parquet only, never a model.
-`python -m rlvr_sweep.analysis tables|figures SWEEP_ROOT --out DIR` (see `cli`).
+read-outs, §3's baseline diagnostics (`diagnostics`), oracle unions and item strata (`ensembles`), and
+figures; it reads parquet only, never a model.
+`python -m rlvr_sweep.analysis tables|figures|union SWEEP_ROOT ...` (see `cli`).
 """
 
 from rlvr_sweep.analysis.contrasts import Contrast, build_table2b, load_contrasts, parse_contrasts
+from rlvr_sweep.analysis.ensembles import checkpoint_union, correctness_matrix
 from rlvr_sweep.analysis.flops import ledger_tokens, proxies
 from rlvr_sweep.analysis.report import ALL_TABLES, TABLES, TEST_TIME_TABLES, build_tables, save_tables
 from rlvr_sweep.analysis.source import Sweep, item_matrix, load_sweep
@@ -16,7 +18,7 @@ from rlvr_sweep.analysis.voting import Candidate, Vote, vote, vote_detail
 
 __all__ = [
     "ALL_TABLES", "Candidate", "Contrast", "FIGURES", "Sweep", "TABLES", "TEST_TIME_TABLES", "Vote", "bootstrap_ci",
-    "build_table2b", "build_tables", "figure1", "figure2", "item_matrix", "ledger_tokens", "load_contrasts",
+    "build_table2b", "checkpoint_union", "correctness_matrix", "build_tables", "figure1", "figure2", "item_matrix", "ledger_tokens", "load_contrasts",
     "load_sweep", "mean_sd",
     "parse_contrasts", "proxies", "save_tables", "training_curves", "vote", "vote_detail",
 ]

@@ -14,6 +14,11 @@ seed; runs of one arm with other settings or inputs are other rows, labelled by 
 commands print first how many run folders they use, which rows were split and what was left out;
 the `runs` table names every folder and the row it stands behind. `--profile` and `--where KEY=VALUE`
 choose runs; the choice is saved as `DIR/selection.json`, which `verify all --tables DIR` applies.
+
+`union SWEEP_ROOT --checkpoints 15,18 --benchmark math500` prints the oracle union (Pass@k) of any
+chosen checkpoints (`ARM` is every seed of the arm, `ARM:SEED` one checkpoint; arms by paper number or
+name) with each one's accuracy; `--out FILE.parquet` saves the per-item matrix behind it
+(`analysis.ensembles`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import time
 from pathlib import Path
 
 from rlvr_sweep.analysis.contrasts import SHIPPED, load_contrasts
+from rlvr_sweep.analysis.ensembles import REFERENCE_ARMS, checkpoint_union, parse_checkpoints, union_lines
 from rlvr_sweep.analysis.figures import FIGURES
 from rlvr_sweep.analysis.report import ALL_TABLES, OPTIONAL_TABLES, SELECTION, build_tables, header_lines, save_tables
 from rlvr_sweep.analysis.source import load_sweep
@@ -37,10 +43,14 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m rlvr_sweep.analysis", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, help_text in (("tables", "print and save the paper's tables"), ("figures", "write the figures")):
+    for name, help_text in (("tables", "print and save the paper's tables"), ("figures", "write the figures"),
+                            ("union", "the oracle union / Pass@k of chosen checkpoints")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("root", help="sweep root (e.g. outputs/runs)")
-        p.add_argument("--out", required=True, help="output folder")
+        if name == "union":
+            p.add_argument("--out", default=None, help="save the per-item matrix as this parquet file")
+        else:
+            p.add_argument("--out", required=True, help="output folder")
         p.add_argument("--profile", default=None, help="only this profile's runs (smoke, paper, ...)")
         p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                        help="only runs whose config has KEY=VALUE (repeatable; e.g. --where train.steps=100 "
@@ -52,7 +62,33 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--only", default=",".join(ALL_TABLES), help=f"comma-separated subset of {','.join(ALL_TABLES)}")
     t.add_argument("--resamples", type=int, default=4000, help="bootstrap resamples (default 4000)")
     t.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    t.add_argument("--strata-reference", default=",".join(REFERENCE_ARMS), metavar="ARMS",
+                   help="the arms (paper numbers or names) whose checkpoints define the item strata (default 1-9)")
+    u = sub.choices["union"]
+    u.add_argument("--checkpoints", required=True,
+                   help="comma-separated ARM (every seed) or ARM:SEED, e.g. 15,18 or 15:101,17:42,18:7")
+    u.add_argument("--benchmark", default="math500", help="a benchmark read out, or pool950 (default math500)")
     return parser
+
+
+def union(sweep, args) -> int:
+    try:
+        result = checkpoint_union(sweep, parse_checkpoints(args.checkpoints), args.benchmark)
+    except ValueError as err:
+        print(f"analysis: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not result["n_items"]:
+        print(f"analysis: error: no {args.benchmark} item was read out by every chosen checkpoint", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for line in union_lines(result):
+        print(line)
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        matrix = result["matrix"].astype(int)
+        matrix.assign(union=matrix.max(axis=1)).rename_axis("item_id").reset_index().to_parquet(out, index=False)
+        print(f"wrote the {result['n_items']} x {result['k']} item matrix to {out}")
+    return EXIT_OK
 
 
 def main(argv=None) -> int:
@@ -78,10 +114,13 @@ def main(argv=None) -> int:
     for line in header:
         print(line, flush=True)
     print("", flush=True)
+    if args.command == "union":
+        return union(sweep, args)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / SELECTION).write_text(json.dumps({"profile": args.profile, "where": args.where}, indent=2))
     if args.command == "tables":
-        tables = build_tables(sweep, contrasts, args.resamples, args.seed, only)
+        reference = [a.strip() for a in args.strata_reference.split(",") if a.strip()]
+        tables = build_tables(sweep, contrasts, args.resamples, args.seed, only, strata_reference=reference)
         if args.only == ",".join(ALL_TABLES):  # not asked for by name: left out where the sweep lacks their runs
             for name in [n for n in OPTIONAL_TABLES if tables[n].why]:
                 Path(args.out, f"{name}.parquet").unlink(missing_ok=True)

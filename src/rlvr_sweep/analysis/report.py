@@ -14,6 +14,8 @@ import pandas as pd
 from rlvr_sweep.analysis.audit import build_audit
 from rlvr_sweep.analysis.census import build_table2a
 from rlvr_sweep.analysis.contrasts import Contrast, build_table2b, load_contrasts
+from rlvr_sweep.analysis.diagnostics import build_baseline_readouts, build_baseline_runs
+from rlvr_sweep.analysis.ensembles import REFERENCE_ARMS, build_strata
 from rlvr_sweep.analysis.render import Table
 from rlvr_sweep.analysis.source import Sweep
 from rlvr_sweep.analysis.table1 import build_table1
@@ -23,11 +25,12 @@ from rlvr_sweep.analysis.table5a import build_table5a, build_table5a_tf
 from rlvr_sweep.analysis.table5b import build_table5b
 from rlvr_sweep.analysis.table5c import build_table5c
 
-TABLES = ("runs", "table1", "table2a", "table2b", "table3", "table4", "table5c", "audit")  # PASS 3 rebuilds these
+TABLES = ("runs", "table1", "table2a", "table2b", "table3", "table4", "table5c", "audit", "baseline_readouts",
+          "baseline_runs", "strata")  # PASS 3 rebuilds these
 TEST_TIME_TABLES = ("table5a_tf", "table5a", "table5b")  # from probes and fork read-outs; PASS 4 rebuilds these
 ALL_TABLES = (*TABLES, *TEST_TIME_TABLES)
 # left out of a default build (not asked for by name) when the sweep has nothing for them
-OPTIONAL_TABLES = ("table5c", *TEST_TIME_TABLES)
+OPTIONAL_TABLES = ("table5c", "strata", *TEST_TIME_TABLES)
 SELECTION = "selection.json"  # beside the saved tables: the --profile / --where they were built with
 
 
@@ -42,8 +45,9 @@ def default_contrasts(sweep: Sweep) -> list[Contrast]:
 
 
 def build_tables(sweep: Sweep, contrasts: list[Contrast] | None = None, n_resamples: int = 4000,
-                 seed: int = 0, only=ALL_TABLES) -> dict[str, Table]:
-    """{name: Table} for the names in `only`; a table that cannot be built carries its reason."""
+                 seed: int = 0, only=ALL_TABLES, strata_reference=REFERENCE_ARMS) -> dict[str, Table]:
+    """{name: Table} for the names in `only`; a table that cannot be built carries its reason.
+    `strata_reference`: the arms whose checkpoints define the item strata (default Arms 1-9)."""
     unknown = [n for n in only if n not in ALL_TABLES]
     if unknown:
         raise ValueError(f"unknown table(s) {unknown}; valid: {list(ALL_TABLES)}")
@@ -57,6 +61,9 @@ def build_tables(sweep: Sweep, contrasts: list[Contrast] | None = None, n_resamp
         "table4": lambda: build_table4(sweep, n_resamples, seed),
         "table5c": lambda: build_table5c(sweep, n_resamples, seed),
         "audit": lambda: build_audit(sweep),
+        "baseline_readouts": lambda: build_baseline_readouts(sweep),
+        "baseline_runs": lambda: build_baseline_runs(sweep),
+        "strata": lambda: build_strata(sweep, strata_reference),
         "table5a_tf": lambda: build_table5a_tf(sweep),
         "table5a": lambda: build_table5a(sweep),
         "table5b": lambda: build_table5b(sweep, n_resamples, seed),

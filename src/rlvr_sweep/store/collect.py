@@ -166,11 +166,21 @@ def collect(root, allow_skipped: bool = False) -> dict[str, pd.DataFrame]:
         if not files:
             out[name] = pd.DataFrame(columns=list(schema.TABLE_KEYS))
             continue
-        schemas = [pq.read_schema(f).remove_metadata() for f in files]
-        dataset = pads.dataset(files, schema=pa.unify_schemas(schemas), format="parquet")
-        out[name] = dataset.to_table().to_pandas()
+        out[name] = _read_all(files)
     out["skipped"] = pd.DataFrame(skipped, columns=["run_dir", "reason"])
     return out
+
+
+def _read_all(files: list[str]) -> pd.DataFrame:
+    """One frame of every run's table. Runs of different arms can store a column under two types (a
+    column one arm fills with text and another leaves empty, stored as null floats): then the tables
+    are joined as pandas frames, which keeps each value."""
+    schemas = [pq.read_schema(f).remove_metadata() for f in files]
+    try:
+        unified = pa.unify_schemas(schemas)
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        return pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
+    return pads.dataset(files, schema=unified, format="parquet").to_table().to_pandas()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ import pandas as pd
 from rlvr_sweep.analysis import Sweep
 from rlvr_sweep.analysis.census import build_table2a
 from rlvr_sweep.analysis.contrasts import Contrast, build_table2b
+from rlvr_sweep.analysis.ensembles import build_strata
 from rlvr_sweep.analysis.report import TABLES, build_tables, parquet_safe, read_saved
 from rlvr_sweep.analysis.table1 import build_table1
 from rlvr_sweep.analysis.table3 import build_table3
@@ -139,6 +140,8 @@ def _rebuild(sweep: Sweep, name: str, saved: pd.DataFrame):
     if name in ("table4", "table5b"):  # rebuilt with the bootstrap the saved table was built with
         build = build_table4 if name == "table4" else build_table5b
         return build(sweep, int(saved["n_resamples"].iloc[0]), int(saved["boot_seed"].iloc[0]))
+    if name == "strata":  # rebuilt on the reference set the saved table was built with
+        return build_strata(sweep, tuple(saved["reference"].iloc[0].split(",")))
     return build_tables(sweep, only=[name])[name]
 
 
