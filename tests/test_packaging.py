@@ -62,3 +62,30 @@ def test_the_console_command_is_the_entrypoint(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "arm: stopped_tree" in proc.stdout and "tokens: 1024" in proc.stdout
+
+
+def test_the_torch_requirement_is_a_floor_not_a_pin():
+    """A cluster node keeps its own CUDA build: the project asks for torch >= 2.11 (tested on 2.11.0 and
+    2.13.0), never an exact version."""
+    import tomllib
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    (torch_dep,) = [d for d in deps if d.split(">")[0].split("=")[0].strip() == "torch"]
+    assert torch_dep.replace(" ", "") == "torch>=2.11"
+
+
+@pytest.mark.slow
+def test_installing_the_project_keeps_the_torch_already_there(wheel, tmp_path):
+    """A venv that sees an installed torch (this environment's, through --system-site-packages) installs
+    the project without touching it: pip freeze shows the same torch, and no torch lands in the venv."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    freeze = lambda: [l for l in subprocess.run([str(python), "-m", "pip", "freeze", "--all"], capture_output=True,  # noqa: E731
+                                                text=True, check=True).stdout.splitlines() if l.lower().startswith("torch==")]
+    before = freeze()
+    assert before, "this environment has no torch installed"
+    proc = subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert freeze() == before
+    assert not list((venv / "lib").glob("python*/site-packages/torch"))

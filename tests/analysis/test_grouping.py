@@ -88,6 +88,8 @@ def test_figures_print_the_same_notes_as_tables(root, tmp_path, capsys):
     assert analysis_main(["figures", str(root), "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"sweep {root}: 4 of 4 run folders used")
-    assert "arm '4. ra_flat' is 3 rows" in out.splitlines()[1]
+    head = out.splitlines()[1:3]  # the data line, then the split rows
+    assert head[0].startswith("data: 1 read data files that differ from them (smoke/ra_flat/h512_s42_")
+    assert "arm '4. ra_flat' is 3 rows" in head[1]
     assert (tmp_path / "curves_smoke_ra_flat_h512.png").is_file() is False  # three rows of one arm: one file each
     assert len(list(tmp_path.glob("curves_smoke_ra_flat_h512_*.png"))) == 3

@@ -6,7 +6,7 @@ import pytest
 
 from rlvr_sweep import data
 from rlvr_sweep.config import DataConfig
-from rlvr_sweep.data.splits import main as build_splits
+from rlvr_sweep.data.cli import main as build_splits
 
 
 def cfg_for(root, **kw) -> DataConfig:

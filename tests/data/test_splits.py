@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from rlvr_sweep.data import cli as data_cli
 from rlvr_sweep.data import splits as S
 from rlvr_sweep.data import read_jsonl
 
@@ -22,7 +23,7 @@ def _need_data() -> Path:
 
 
 def _build_cli(out: Path, seed: int, *extra: str) -> int:
-    return S.main(["build-splits", "--out", str(out), "--seed", str(seed), "--data-root", str(_need_data()), *extra])
+    return data_cli.main(["build-splits", "--out", str(out), "--seed", str(seed), "--data-root", str(_need_data()), *extra])
 
 
 def _read(path: Path) -> list[dict]:
@@ -150,6 +151,6 @@ def test_refuses_to_overwrite_different_files(built, tmp_path, capsys):
 
 
 def test_missing_data_root_is_a_clear_error(tmp_path, capsys):
-    assert S.main(["build-splits", "--out", str(tmp_path / "o"), "--seed", "0", "--data-root", str(tmp_path)]) == 2
+    assert data_cli.main(["build-splits", "--out", str(tmp_path / "o"), "--seed", "0", "--data-root", str(tmp_path)]) == 2
     assert "math_train.jsonl" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()

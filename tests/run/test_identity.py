@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -144,3 +145,19 @@ def test_arm_and_profile_names_are_plain_folder_names():
         with pytest.raises(ConfigError, match="a plain folder name"):
             check_config(dataclasses.replace(cfg, profile=dataclasses.replace(cfg.profile, name=bad)))
     check_config(dataclasses.replace(cfg, arm="my-variant.v2"))
+
+
+def test_a_run_records_whether_its_data_files_are_the_canonical_ones(tmp_path, data_root):
+    """The full canonical MATH-500 file: data_canonical true (run.json, and per file in the inputs); the
+    6-row copy named math500.jsonl: false; the toy task reads no file with a canonical version: null."""
+    from rlvr_sweep.run.plan import data_canonical
+    full = tmp_path / "full"
+    full.mkdir()
+    shutil.copy(need_data("math500.jsonl") / "math500.jsonl", full / "math500.jsonl")
+    info = run(smoke(tmp_path, full))
+    saved = json.loads((Path(info["run_dir"]) / "run.json").read_text())
+    assert saved["data_canonical"] is True
+    assert saved["inputs"]["benchmark/math500"]["canonical"] == {str(full / "math500.jsonl"): True}
+    assert data_canonical(plan(smoke(tmp_path, data_root)).identity.inputs) is False
+    toy = compose_cfg(["+arm=ra_flat", "profile=smoke", f"run.out_root={tmp_path}/runs"])
+    assert data_canonical(plan(toy).identity.inputs) is None

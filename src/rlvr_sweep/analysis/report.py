@@ -95,7 +95,26 @@ def header_lines(sweep: Sweep, root) -> list[str]:
     left = len(sweep.provenance) - kept
     if left:
         out.append(f"{left} run folder(s) left out (see the runs table and the notes below)")
-    return out + [n for n in sweep.notes if " rows (their runs differ" in n or n.startswith("selected ")]
+    data_line = data_header(sweep)
+    return out + ([data_line] if data_line else []) + [n for n in sweep.notes if " rows (their runs differ" in n or n.startswith("selected ")]
+
+
+def data_header(sweep: Sweep) -> str | None:
+    """Whether the runs read the study's canonical data files (run.json `data_canonical`)."""
+    runs = pd.concat([sweep.runs, sweep.eval_runs], ignore_index=True) if len(sweep.eval_runs) else sweep.runs
+    if not len(runs):
+        return None
+    flags = runs["data_canonical"] if "data_canonical" in runs.columns else pd.Series([None] * len(runs))
+    yes = int((flags == True).sum())  # noqa: E712 (a column of True / False / None)
+    no = runs.loc[flags == False, "run_dir"] if "run_dir" in runs.columns else []  # noqa: E712
+    parts = [f"{yes} of {len(runs)} runs read the canonical data files"] if yes else []
+    if len(no):
+        parts.append(f"{len(no)} read data files that differ from them ({', '.join(sweep.relative(d) for d in no[:3])}"
+                     + (", ..." if len(no) > 3 else "") + "; python -m rlvr_sweep.data check)")
+    rest = len(runs) - yes - len(no)
+    if rest:
+        parts.append(f"{rest} read no file with a canonical version (the toy task, data of their own, or not recorded)")
+    return "data: " + "; ".join(parts)
 
 
 def parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:

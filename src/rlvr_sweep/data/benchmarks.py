@@ -11,7 +11,8 @@ from pathlib import Path
 
 from rlvr_sweep.config import DataConfig
 from rlvr_sweep.data import toy_arith
-from rlvr_sweep.data.jsonl import DataError, read_jsonl
+from rlvr_sweep.data.prepare import NUMBER
+from rlvr_sweep.data.jsonl import DataError, line_of, read_jsonl
 from rlvr_sweep.data.splits import SPLIT_NAMES
 
 # benchmark name -> (JSONL file, rows kept); see data_file for where each file is looked up
@@ -34,12 +35,26 @@ def data_file(name: str, cfg: DataConfig) -> Path:
     return Path(cfg.root) / name
 
 
+# file -> (what its gold answers must be, the rule): a file whose answers break it would be graded all wrong
+ANSWER_RULES = {
+    "gsm8k_test.jsonl": ("a number", lambda a: bool(NUMBER.fullmatch(a.strip()))),
+    "amc23.jsonl": ("a whole number", lambda a: a.strip().lstrip("-").isdigit()),
+}
+
+
 def read_data_file(name: str, cfg: DataConfig) -> list[dict]:
     path = data_file(name, cfg)
     if path.parent != Path(cfg.root) and not path.is_file():
         raise DataError(f"split file not found: {path}; build the splits with "
                         f"`python -m rlvr_sweep.data build-splits --out {path.parent} --seed 0` or set data.splits_dir")
-    return read_jsonl(path)
+    rows = read_jsonl(path)
+    if path.name in ANSWER_RULES:
+        what, ok = ANSWER_RULES[path.name]
+        for i, row in enumerate(rows):
+            if not ok(row["answer"]):
+                raise DataError(f"{path}:{line_of(path, i)}: answer {row['answer'][:40]!r} is not {what} "
+                                "(python -m rlvr_sweep.data prepare writes the file from its upstream source)")
+    return rows
 
 
 def training_rows(cfg: DataConfig) -> list[dict]:

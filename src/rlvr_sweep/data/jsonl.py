@@ -54,3 +54,14 @@ def _parse(path: Path) -> list[dict]:
     if not rows:
         raise DataError(f"{path}: no rows")
     return rows
+
+
+def line_of(path: Path, index: int) -> int:
+    """The line number (1-based) of the `index`-th row of a JSON Lines file (blank lines are no rows)."""
+    seen = -1
+    with Path(path).open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            seen += bool(line.strip())
+            if seen == index:
+                return lineno
+    return index + 1

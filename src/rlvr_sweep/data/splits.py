@@ -79,7 +79,6 @@ the file(s), unless ``--force`` is given; files whose content is already identic
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -361,25 +360,10 @@ def write_splits(
 
 
 # ---------------------------------------------------------------------------------------------
-# command line
+# command line (`python -m rlvr_sweep.data build-splits`, see `data.cli`)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m rlvr_sweep.data", description="Build the project's MATH splits.")
-    sub = p.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build-splits", help="write math_val210, math_train_stratified, math_train_zpd")
-    b.add_argument("--out", required=True, help="output folder (created if missing)")
-    b.add_argument("--seed", required=True, type=int, help="seed of the val210 draw and the zpd shuffle")
-    b.add_argument(
-        "--data-root", default=os.environ.get("RLVR_SWEEP_DATA", "data"),
-        help="folder holding math_train.jsonl and math500.jsonl (default: $RLVR_SWEEP_DATA or 'data')",
-    )
-    b.add_argument("--force", action="store_true", help="overwrite existing split files that differ")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+def build_splits_command(args) -> int:
     root = Path(args.data_root)
     try:
         train = read_jsonl(root / "math_train.jsonl")
@@ -391,8 +375,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for name, digest in checksums.items():
         if digest != KNOWN_SOURCE_SHA256[name]:
-            print(f"build-splits: warning: {root / name} sha256 {digest[:12]} differs from the README's "
-                  f"{KNOWN_SOURCE_SHA256[name][:12]}", file=sys.stderr)
+            print(f"build-splits: warning: {root / name} sha256 {digest[:12]} differs from the canonical "
+                  f"{KNOWN_SOURCE_SHA256[name][:12]} (python -m rlvr_sweep.data check --data-root {root})", file=sys.stderr)
     try:
         manifest = write_splits(splits, args.out, args.seed, checksums, force=args.force)
     except SplitsConflictError as err:
@@ -402,7 +386,3 @@ def main(argv: list[str] | None = None) -> int:
     for e in manifest["splits"]:
         print(f"  {e['name']:<24} {e['rows']:>6} rows  sha256 {e['sha256'][:12]}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -32,7 +32,7 @@ from rlvr_sweep.policy import load_policy
 from rlvr_sweep.reward import get_grader, grading
 from rlvr_sweep.rollout import static_engine, vllm_engine
 from rlvr_sweep.run import checkpoint, readouts, train
-from rlvr_sweep.run.plan import Plan, plan
+from rlvr_sweep.run.plan import Plan, data_canonical, plan
 from rlvr_sweep.run.loggers import check_loggers, open_loggers
 from rlvr_sweep.run.progress import Progress
 from rlvr_sweep.store.identity import changed_inputs, model_digest
@@ -228,7 +228,8 @@ def _run_info(cfg: Config, run_dir, policy, resume, identity) -> dict:
         "readout_cap": scaled_length(cfg.eval.max_new_tokens, scale),
         "optimizer_step": cfg.optimizer_step.name, "accumulate_questions": cfg.train.accumulate_questions,
         "run_dir": str(run_dir.resolve()), "model_source": policy.source,
-        "model_digest": identity.inputs["model"]["sha256"], "started_at": time.time(), "code": store.code_version(),
+        "model_digest": identity.inputs["model"]["sha256"], "data_canonical": data_canonical(identity.inputs),
+        "started_at": time.time(), "code": store.code_version(),
         "params": sum(p.numel() for p in policy.model.parameters() if p.requires_grad),  # P of the FLOP proxies
     }
     if resume and cfg.task == "train" and not resume.get("from_grades"):

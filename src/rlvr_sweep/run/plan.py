@@ -17,7 +17,9 @@ from pathlib import Path
 
 from rlvr_sweep import data, store
 from rlvr_sweep.config import Config, check_config
-from rlvr_sweep.policy import resolve_model_folder
+from rlvr_sweep.data.canonical import is_canonical
+from rlvr_sweep.policy import ModelLoadError, resolve_model_folder
+from rlvr_sweep.policy.architecture import EXPECTED, check_architecture
 from rlvr_sweep.run.choices import check_choices
 from rlvr_sweep.store.identity import Identity, identify, model_digest, rows_digest
 
@@ -40,26 +42,49 @@ def plan(cfg: Config) -> Plan:
     train_rows = data.training_rows(cfg.data) if cfg.task == "train" else []
     eval_sets = {b: data.benchmark_rows(b, cfg.data, cfg.eval.limit) for b in cfg.eval.benchmarks}
     folder = resolve_model_folder(cfg.model)  # a missing folder or unreachable hub fails here, in seconds
+    check_model_folder(cfg, folder)
     context_problems(cfg, folder, train_rows, eval_sets)
     identity = identify(cfg, inputs_of(cfg, folder, train_rows, eval_sets))
     return Plan(cfg, train_rows, eval_sets, folder, identity, store.run_dir_for(cfg, identity.run))
 
 
+def check_model_folder(cfg: Config, folder: Path) -> None:
+    """A model whose name has an expected architecture (`policy.architecture.EXPECTED`: the paper's
+    Qwen3-0.6B-Base) must find it in its folder: checked from the files, before anything is loaded."""
+    expected = EXPECTED.get(cfg.model.name)
+    if expected is None:
+        return
+    problems = check_architecture(folder, expected)
+    if problems:
+        raise ModelLoadError(f"model {cfg.model.name} ({cfg.model.path or cfg.model.hub_id}): {folder} does not hold "
+                             f"{expected.hub_id}: {'; '.join(problems)} (another model: set model=... or model.name)")
+
+
 def inputs_of(cfg: Config, folder: Path, train_rows: list[dict], eval_sets: dict) -> dict:
     """{input name: its digest and what it was}: "train", "benchmark/<name>" and "model"."""
-    def where(files) -> list[str]:
-        return [str(f) for f in files]
+    def where(files) -> dict:
+        """The files and, for each the study has a canonical version of, whether it is that version
+        (`data.canonical`; a data set of one's own has none)."""
+        known = {str(f): is_canonical(f) for f in files}
+        return {"files": [str(f) for f in files], "canonical": {f: v for f, v in known.items() if v is not None}}
 
     inputs = {}
     if cfg.task == "train":
         file = data.training_file(cfg.data)
         inputs["train"] = {"sha256": rows_digest(train_rows), "rows": len(train_rows), "data": cfg.data.name,
-                           "files": where([file] if file else [])}
+                           **where([file] if file else [])}
     for name, rows in eval_sets.items():
         inputs[f"benchmark/{name}"] = {"sha256": rows_digest(rows), "rows": len(rows),
-                                       "files": where(data.benchmark_files(name, cfg.data))}
+                                       **where(data.benchmark_files(name, cfg.data))}
     inputs["model"] = {**model_digest(folder), "source": cfg.model.path or cfg.model.hub_id, "folder": str(folder)}
     return inputs
+
+
+def data_canonical(inputs: dict) -> bool | None:
+    """True when every data file the run read is the study's canonical file, False when one is not,
+    None when it read none that has a canonical version (the toy task, a data set of one's own)."""
+    verdicts = [v for part in inputs.values() for v in (part.get("canonical") or {}).values()]
+    return all(verdicts) if verdicts else None
 
 
 MAX_TOKEN_BYTES = 256  # no BPE vocabulary of ours has a longer token (Qwen3's longest is 128 bytes)

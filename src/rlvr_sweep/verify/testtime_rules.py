@@ -137,7 +137,8 @@ def probe_problems(probe) -> tuple[int, list[str]]:
     g = probe.greedy
     wide = g.pivot_table(index=["benchmark", "index"], columns="role", values="correct", aggfunc="first")
     discordant = sorted(wide.index[(wide["donor"] == 1) & (wide["recipient"] == 0)].tolist())
-    stored = sorted(zip(probe.items["benchmark"], probe.items["index"]))
+    items = probe.items  # a probe that found no discordant item stores an empty table
+    stored = sorted(zip(items["benchmark"], items["index"])) if len(items) else []
     problems = [] if discordant == stored else [f"{label}: items {stored}, the greedy read-outs give {discordant}"]
     rows = probe.rows
     for _, it in probe.items.iterrows():

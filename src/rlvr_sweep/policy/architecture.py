@@ -1,0 +1,129 @@
+"""Is a model folder the model the run expects? Checked from the files, before any weight is loaded.
+
+`check_architecture(folder, expected)` reads `config.json`, the safetensors headers (tensor names and
+shapes; a header that declares more bytes than its file holds is a truncated file) and the tokenizer's
+config, and names every difference from `expected`: the architecture, the vocabulary, the layer shape,
+the parameter count (tied: the hub checkpoint, whose output head is the embedding; untied: a folder
+saved after the baseline's untying) and the EOS token. The paper's model, Qwen3-0.6B-Base, has
+596,049,920 parameters tied and 751,632,384 untied, a 151,936-token vocabulary and EOS 151643
+(`<|endoftext|>`). `run.plan` checks every run whose `model.name` has an expectation here before a run
+folder is written; `python -m rlvr_sweep.policy check-model DIR` checks a folder by hand, and
+`python -m rlvr_sweep.policy fetch-model --out DIR` downloads the paper's model into DIR and checks it.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Expected:
+    hub_id: str
+    architecture: str
+    vocab_size: int
+    hidden_size: int
+    layers: int
+    params_tied: int
+    params_untied: int
+    eos_id: int
+    eos_token: str
+
+
+QWEN3_0_6B_BASE = Expected(hub_id="Qwen/Qwen3-0.6B-Base", architecture="Qwen3ForCausalLM", vocab_size=151_936,
+                           hidden_size=1024, layers=28, params_tied=596_049_920, params_untied=751_632_384,
+                           eos_id=151_643, eos_token="<|endoftext|>")
+QWEN3_0_6B_CONFIG = {  # Qwen/Qwen3-0.6B-Base's config.json (a randomly initialised folder of its shape)
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151_936, "hidden_size": 1024,
+    "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8,
+    "head_dim": 128, "max_position_embeddings": 32768, "rope_theta": 1_000_000, "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": True, "bos_token_id": 151_643, "eos_token_id": 151_643, "attention_bias": False,
+    "hidden_act": "silu",
+}
+EXPECTED = {"qwen3_0_6b_base": QWEN3_0_6B_BASE}  # model.name -> what its folder must hold
+
+
+def safetensors_shapes(folder: Path) -> tuple[dict[str, list[int]], list[str]]:
+    """({tensor name: shape} over every *.safetensors file of `folder`, problems) from the headers only."""
+    shapes, problems = {}, []
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        size = path.stat().st_size
+        try:
+            with path.open("rb") as f:
+                (length,) = struct.unpack("<Q", f.read(8))
+                if length > size - 8:
+                    raise ValueError("header longer than the file")
+                header = json.loads(f.read(length))
+        except (struct.error, ValueError, UnicodeDecodeError) as err:
+            problems.append(f"{path.name} is not a safetensors file ({err})")
+            continue
+        end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+        if 8 + length + end > size:
+            problems.append(f"{path.name} is truncated: its header declares {8 + length + end:,} bytes, "
+                            f"the file holds {size:,}")
+        shapes.update({k: t["shape"] for k, t in header.items() if k != "__metadata__"})
+    return shapes, problems
+
+
+def _count(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def check_architecture(folder, expected: Expected) -> list[str]:
+    """Every way `folder` differs from `expected` (empty when it holds that model)."""
+    folder = Path(folder)
+    problems = []
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError) as err:
+        return [f"config.json cannot be read ({err})"]
+    for key, want in (("vocab_size", expected.vocab_size), ("hidden_size", expected.hidden_size),
+                      ("num_hidden_layers", expected.layers)):
+        if config.get(key) != want:
+            problems.append(f"config.json {key} is {config.get(key)!r}, expected {want:,}")
+    if expected.architecture not in (config.get("architectures") or []):
+        problems.append(f"config.json architectures {config.get('architectures')!r}, expected {expected.architecture}")
+    shapes, broken = safetensors_shapes(folder)
+    problems += broken
+    if not shapes and not broken:
+        problems.append("no *.safetensors weights (a pickle checkpoint is never loaded)")
+    elif shapes:
+        count = sum(_count(s) for s in shapes.values())
+        if count not in (expected.params_tied, expected.params_untied):
+            problems.append(f"the weights hold {count:,} parameters, expected {expected.params_tied:,} (tied) "
+                            f"or {expected.params_untied:,} (untied)")
+    problems += _eos_problems(folder, expected)
+    return problems
+
+
+def _eos_problems(folder: Path, expected: Expected) -> list[str]:
+    try:
+        tok = json.loads((folder / "tokenizer_config.json").read_text())
+    except (OSError, ValueError) as err:
+        return [f"tokenizer_config.json cannot be read ({err})"]
+    eos = tok.get("eos_token")
+    eos = eos.get("content") if isinstance(eos, dict) else eos
+    ids = {int(i): t.get("content") for i, t in (tok.get("added_tokens_decoder") or {}).items()}
+    try:  # a tokenizer.json lists its special tokens too
+        ids.update({t["id"]: t["content"] for t in json.loads((folder / "tokenizer.json").read_text())["added_tokens"]})
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    if eos != expected.eos_token or ids.get(expected.eos_id) != expected.eos_token:
+        return [f"the tokenizer's EOS is {eos!r} (id {next((i for i, c in ids.items() if c == eos), None)}), "
+                f"expected {expected.eos_token!r} = {expected.eos_id}"]
+    return []
+
+
+def fetch_model(out, hub_id: str = QWEN3_0_6B_BASE.hub_id) -> Path:
+    """Download `hub_id` into the folder `out` (`huggingface_hub.snapshot_download`; the same as
+    `hf download <hub_id> --local-dir <out>`), without the files a run never reads."""
+    from huggingface_hub import snapshot_download
+
+    from rlvr_sweep.policy.loading import HUB_IGNORED
+
+    return Path(snapshot_download(hub_id, local_dir=str(out), ignore_patterns=HUB_IGNORED))
