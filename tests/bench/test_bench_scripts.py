@@ -21,10 +21,32 @@ def bench(script: str, *args: str, tmp_path) -> str:
     return run.stdout
 
 
-def test_collect_bench_collates_the_runs_it_wrote(tmp_path):
-    out = bench("bench_collect.py", "--runs", "3", "--steps", "2", "--root", str(tmp_path / "store"), tmp_path=tmp_path)
-    # per run: 2 steps, 8 rollouts and 4 pairs per step, 200 items read out before and after training
-    assert "runs=3 steps=6 rollouts=48 pairs=24 grades=1200 skipped=0" in out
+@pytest.mark.slow
+def test_store_bench_makes_a_store_that_collect_analysis_and_verify_accept(tmp_path):
+    """Its smallest size: 3 real smoke runs as templates, a store of 6 (3 copies under new identities)."""
+    out = bench("bench_store.py", "--sizes", "3,6", "--collect-sizes", "", "--template-arms", "ra_flat",
+                "--template-steps", "2", "--template-limit", "4", "--root", str(tmp_path / "b"), tmp_path=tmp_path)
+    lines = [line for line in out.splitlines() if "runs=6" in line]
+    assert [line.split(":")[0] for line in lines] == ["collect", "tables", "verify"], out  # verify all passed
+    assert all("growth_exponent=" in line and "per_run_ms=" in line for line in lines)
+    copies = sorted((tmp_path / "b" / "store_6" / "smoke" / "ra_flat").iterdir())
+    assert len(copies) == 6 and len({p.name.rsplit("_", 1)[1] for p in copies}) == 6  # six identities
+
+
+@pytest.mark.slow
+def test_the_gpu_check_runs_its_whole_sequence_on_the_cpu_in_its_dry_run(tmp_path):
+    from tests.conftest import QWEN3_TOKENIZER, need_data
+
+    data = need_data("math500.jsonl", "math_train.jsonl")
+    if not (QWEN3_TOKENIZER / "vocab.json").is_file():
+        pytest.skip("no Qwen3 tokenizer")
+    out = bench("gpu_check.py", "--dry-run", "--prepare", "--tokenizer", str(QWEN3_TOKENIZER), "--data", str(data),
+                "--work", str(tmp_path / "work"), tmp_path=tmp_path)
+    figures = dict(line.split("=", 1) for line in out.splitlines() if "=" in line and not line.startswith(" "))
+    assert figures["mode"] == "dry_run_cpu" and figures["dependencies_missing"] == "none"
+    assert all(figures[f"{part}_ok"] == "True" for part in ("install", "tests", "engine", "arm1")), out
+    assert float(figures["decode_ms_per_step_b8_static"]) > 0 and float(figures["train_step_s"]) > 0
+    assert int(figures["arm1_steps"]) == 2 and float(figures["projected_50_steps_plus_950_readout_s"]) > 0
 
 
 @pytest.mark.slow

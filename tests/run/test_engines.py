@@ -21,11 +21,30 @@ def tables(run_dir) -> dict[str, pd.DataFrame]:
 @pytest.mark.slow
 def test_the_static_engine_trains_the_reference_ledger(tmp_path):
     args = ["+arm=stopped_tree", "profile=smoke", "train.steps=8", "sampler.bifurcate_after_active=0", "eval.limit=24"]
-    reference = run(compose_cfg([*args, f"run.out_root={tmp_path}/ref"]))
+    reference = run(compose_cfg([*args, "model.engine=reference", f"run.out_root={tmp_path}/ref"]))
     fast = run(compose_cfg([*args, "model.engine=static", f"run.out_root={tmp_path}/fast"]))
-    assert fast["run_hash"] != reference["run_hash"]  # the engine is part of the run's identity
+    default = compose_cfg([*args, f"run.out_root={tmp_path}/auto"])
+    assert default.model.engine == "auto"  # the smoke profile's: static here, on a CPU in float32
+    auto = run(default)
+    assert len({fast["run_hash"], reference["run_hash"], auto["run_hash"]}) == 3  # the engine is in the identity
     for name, frame in tables(reference["run_dir"]).items():
         pd.testing.assert_frame_equal(frame, tables(fast["run_dir"])[name], check_exact=True, obj=name)
+        pd.testing.assert_frame_equal(frame, tables(auto["run_dir"])[name], check_exact=True, obj=name)
+
+
+def test_auto_is_the_static_engine_only_where_it_is_proven_identical(monkeypatch):
+    import torch
+
+    from rlvr_sweep.rollout import engines
+    from tests.helpers import compose_cfg as compose
+
+    assert compose(["profile=smoke"]).model.engine == "auto" and compose([]).model.engine == "reference"  # paper: reference
+    called = []
+    monkeypatch.setattr(engines.static_engine, "generate", lambda *a, **k: called.append("static"))
+    monkeypatch.setattr(engines.engine, "generate", lambda *a, **k: called.append("reference"))
+    engines.auto_generate(torch.nn.Linear(2, 2), [[1]])  # float32 on the CPU
+    engines.auto_generate(torch.nn.Linear(2, 2).to(torch.bfloat16), [[1]])
+    assert called == ["static", "reference"]
 
 
 @pytest.mark.slow

@@ -118,7 +118,7 @@ def test_collect_command_exits_non_zero_when_it_skipped_a_run(tmp_path, finished
 def test_a_column_stored_as_text_in_one_run_and_empty_floats_in_another_is_joined(tmp_path):
     """A counterfactual arm fills `cf_pb_loser` with text; another arm leaves it empty, which parquet
     stores as null floats. Collecting both keeps every value."""
-    from rlvr_sweep.store.collect import _read_all
+    from rlvr_sweep.store.collect import _joined
     for name, values in (("pb", ["balanced", None]), ("rg", [float("nan"), None])):
         (tmp_path / name).mkdir()
         # the rows as the step writer turns them into parquet (pandas -> pyarrow type inference)
@@ -126,6 +126,32 @@ def test_a_column_stored_as_text_in_one_run_and_empty_floats_in_another_is_joine
             tmp_path / name / "steps.parquet", index=False)
     types = {str(pq.read_schema(tmp_path / n / "steps.parquet").field("cf_pb_loser").type) for n in ("pb", "rg")}
     assert types == {"large_string", "double"}
-    frame = _read_all([str(tmp_path / n / "steps.parquet") for n in ("pb", "rg")])
+    frame = _joined([pq.read_table(tmp_path / n / "steps.parquet") for n in ("pb", "rg")])
     assert list(frame["arm"]) == ["pb", "pb", "rg", "rg"] and frame["cf_pb_loser"].iloc[0] == "balanced"
     assert frame["cf_pb_loser"].iloc[1:].isna().all()
+
+
+def test_a_flipped_byte_in_the_weights_is_verify_s_to_catch_a_resized_file_collect_s(tmp_path, finished_run):
+    """collect hashes every table but checks the saved model's files by size (the weights are most of
+    the bytes and no table is computed from them); verify hashes the weights too."""
+    from rlvr_sweep.verify.integrity import run_problems
+
+    root = sweep_of(tmp_path, finished_run, "flipped_weights", "resized_weights")
+    weights = root / "smoke/ra_flat/flipped_weights/model/model.safetensors"
+    data = weights.read_bytes()
+    middle = len(data) // 2
+    weights.write_bytes(data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1:])
+    (root / "smoke/ra_flat/resized_weights/model/model.safetensors").write_bytes(data + b"\0")
+    info = json.loads((root / "smoke/ra_flat/resized_weights/run.json").read_text())
+    info["seed"] = 5  # another run, so both can be collected
+    (root / "smoke/ra_flat/resized_weights/run.json").write_text(json.dumps(info))
+    resized = root / "smoke/ra_flat/resized_weights"
+    (resized / store.MANIFEST).write_bytes(manifest_bytes(resized))  # sealed as it was, then resized
+    (resized / "model/model.safetensors").write_bytes(data + b"\0\0")
+
+    out = collect(root, allow_skipped=True)
+    assert out["runs"]["run_dir"].tolist() == [str(root / "smoke/ra_flat/flipped_weights")]
+    assert f"model.safetensors: {len(data) + 2} bytes, the manifest says {len(data) + 1}" in out["skipped"]["reason"][0]
+    assert verify_manifest(weights.parents[1], hash_model=False) == []
+    problems = run_problems(weights.parents[1])
+    assert any("model/model.safetensors: content differs from the manifest" in p for p in problems), problems

@@ -13,7 +13,6 @@ from rlvr_sweep.analysis.flops import ledger_tokens, proxies
 from rlvr_sweep.analysis.report import ALL_TABLES, TABLES, TEST_TIME_TABLES, build_tables, save_tables
 from rlvr_sweep.analysis.source import Sweep, item_matrix, load_sweep
 from rlvr_sweep.analysis.stats import bootstrap_ci, mean_sd
-from rlvr_sweep.analysis.figures import FIGURES, figure1, figure2, training_curves
 from rlvr_sweep.analysis.voting import Candidate, Vote, vote, vote_detail
 
 __all__ = [
@@ -22,3 +21,12 @@ __all__ = [
     "load_sweep", "mean_sd",
     "parse_contrasts", "proxies", "save_tables", "training_curves", "vote", "vote_detail",
 ]
+_FIGURES = ("FIGURES", "figure1", "figure2", "training_curves")  # matplotlib is imported when one is asked for
+
+
+def __getattr__(name: str):
+    if name in _FIGURES:
+        from rlvr_sweep.analysis import figures
+
+        return getattr(figures, name)
+    raise AttributeError(f"module 'rlvr_sweep.analysis' has no attribute {name!r}")

@@ -27,9 +27,8 @@ REFERENCE_BATCH = 32  # the paper's read-out batch
 def greedy_readouts(sweep: Sweep) -> dict[str, list[Readout]]:
     """{checkpoint key: its greedy read-outs}, the training run's own first."""
     out: dict[str, list[Readout]] = {}
-    g = sweep.grades
     for _, run in sweep.runs.iterrows():
-        rows = g[(g["unit"] == run["unit"]) & (g["seed"] == run["seed"]) & (g["phase"] == "trained")] if len(g) else g
+        rows = sweep.rows("grades", unit=run["unit"], seed=run["seed"], phase="trained")
         batch = run.get("eval_batch_size")
         if not len(rows) or pd.isna(batch):
             continue

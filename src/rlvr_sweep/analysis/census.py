@@ -13,6 +13,7 @@ Flat arms have no divergent-pair columns ("— (flat)"). R is the training rewar
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from rlvr_sweep.analysis.render import Table, num
@@ -23,14 +24,24 @@ FLAT_CATEGORIES = ("flat", "flat_warmup")
 
 
 def _with_cap(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    return frame.merge(runs[[*RUN_KEYS, "horizon_tokens"]], on=list(RUN_KEYS), how="inner")
+    """`frame`'s rows of `runs` (by their run keys), each with its run's `horizon_tokens`."""
+    caps = runs.groupby(list(RUN_KEYS), sort=False)["horizon_tokens"].first()
+    at = caps.index.get_indexer(pd.MultiIndex.from_frame(frame[list(RUN_KEYS)]))
+    kept = frame[at >= 0]
+    return kept.assign(horizon_tokens=caps.to_numpy()[at[at >= 0]])
+
+
+def _in_steps(frame: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """`frame`'s rows whose (run keys, step) is one of `steps`' rows."""
+    keys = [*RUN_KEYS, "step"]
+    return frame[pd.MultiIndex.from_frame(frame[keys]).isin(pd.MultiIndex.from_frame(steps[keys]))]
 
 
 def census_counts(steps: pd.DataFrame, rollouts: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict:
     """The census numbers of one arm's runs (all frames already restricted to those runs)."""
     step_keys = [*RUN_KEYS, "step"]
     active = steps.loc[steps["active"].astype(bool), step_keys]
-    leaves = _with_cap(rollouts.merge(active, on=step_keys, how="inner"), runs)
+    leaves = _with_cap(_in_steps(rollouts, active), runs)
     r0 = leaves[leaves["reward"] == 0]
     capped = r0["length"] == r0["horizon_tokens"]
     per_step = capped.groupby([r0[k] for k in step_keys]).all()  # every R = 0 leaf of the step at the cap
@@ -52,18 +63,73 @@ def census_counts(steps: pd.DataFrame, rollouts: pd.DataFrame, pairs: pd.DataFra
 
 def build_table2a(sweep: Sweep) -> Table:
     title = "Table 2A: census of cap-associated active steps and reward-divergent pairs (§4.4)"
-    units = [u for u in sweep.units() if len(sweep.steps[sweep.steps["unit"] == u])]
+    per_run = census_by_run(sweep.steps, sweep.rollouts, sweep.pairs, sweep.runs)
+    units = [u for u in sweep.units() if per_run.loc[list(sweep.runs_of(u)["run_hash"]), "steps"].sum()]
     if not units:
         return Table.unbuilt("table2a", title, "no run has a steps ledger")
     rows = []
     for u in units:
         runs = sweep.runs_of(u)
-        pick = lambda f: f[f["unit"] == u]  # noqa: E731
         caps = sorted(runs["horizon_tokens"].unique())
         rows.append({"label": sweep.label(u), "unit": u, "cap": int(caps[0]) if len(caps) == 1 else -1,
-                     **census_counts(pick(sweep.steps), pick(sweep.rollouts), pick(sweep.pairs), runs)})
+                     **_unit_counts(per_run.loc[list(runs["run_hash"])], len(runs))})
     frame = pd.DataFrame(rows)
     return Table("table2a", title, frame, _display(frame))
+
+
+_RUN_COUNTS = ("steps", "active_steps", "cap_assoc_active", "capr0_leaves", "r0_leaves", "tree_pairs", "divergent",
+               "shared", "capr0_div", "noncapr0_div", "both_lt_cap")
+
+
+def census_by_run(steps: pd.DataFrame, rollouts: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """`census_counts`' numbers per run (indexed by run_hash), from one pass over the sweep's ledgers:
+    an arm's numbers are its runs' sums (`_unit_counts`)."""
+    out = pd.DataFrame(0, index=pd.Index(runs["run_hash"].unique(), name="run_hash"), columns=list(_RUN_COUNTS))
+    if not len(steps):
+        return out
+    cap = runs.drop_duplicates("run_hash").set_index("run_hash")["horizon_tokens"]
+    add = lambda column, counts: out.__setitem__(column, counts.reindex(out.index, fill_value=0).astype(int))  # noqa: E731
+    add("steps", steps.groupby("run_hash").size())
+    active = steps.loc[steps["active"].astype(bool), ["run_hash", "step"]]
+    add("active_steps", active.groupby("run_hash").size())
+    if len(rollouts):
+        ro = rollouts[["run_hash", "step", "reward", "length"]]
+        ro = ro[pd.MultiIndex.from_frame(ro[["run_hash", "step"]]).isin(pd.MultiIndex.from_frame(active))]
+        r0 = ro[(ro["reward"] == 0) & ro["run_hash"].isin(cap.index)]
+        capped = r0["length"].to_numpy() == cap.reindex(r0["run_hash"].to_numpy()).to_numpy()
+        flags = pd.DataFrame({"run_hash": r0["run_hash"].to_numpy(), "step": r0["step"].to_numpy(), "capped": capped})
+        add("r0_leaves", flags.groupby("run_hash").size())
+        add("capr0_leaves", flags.groupby("run_hash")["capped"].sum())
+        per_step = flags.groupby(["run_hash", "step"])["capped"].all()  # every R = 0 leaf of the step at the cap
+        add("cap_assoc_active", per_step.groupby(level="run_hash").sum())
+    if len(pairs):
+        tree = pairs[~pairs["category"].isin(FLAT_CATEGORIES) & pairs["run_hash"].isin(cap.index)]
+        add("tree_pairs", tree.groupby("run_hash").size())
+        div = tree[tree["r0"] != tree["r1"]]
+        by = div["run_hash"].to_numpy()
+        c = cap.reindex(by).to_numpy()  # each pair's cap
+        l0, l1, r0_, pl0, pl1 = (div[k].to_numpy() for k in ("l0", "l1", "r0", "pl0", "pl1"))
+        l_r0 = np.where(r0_ == 0, l0, l1)  # the length of the leaf that failed
+        count = lambda flags: pd.Series(flags, dtype=bool).groupby(by).sum()  # noqa: E731
+        add("divergent", div.groupby("run_hash").size())
+        add("shared", count((pl0 > 0) & (pl1 > 0)))
+        add("capr0_div", count(l_r0 == c))
+        add("noncapr0_div", count(l_r0 < c))
+        add("both_lt_cap", count((l0 < c) & (l1 < c)))
+    return out
+
+
+def _unit_counts(per_run: pd.DataFrame, n_runs: int) -> dict:
+    """An arm's census from its runs' rows of `census_by_run` (as `census_counts` gives it)."""
+    total = {k: int(v) for k, v in per_run.sum().items()}
+    out = {"n_runs": n_runs, "steps": total["steps"], "active_steps": total["active_steps"],
+           "cap_assoc_active": total["cap_assoc_active"], "capr0_leaves": total["capr0_leaves"],
+           "r0_leaves": total["r0_leaves"]}
+    if not total["tree_pairs"]:
+        return out  # a flat arm: no divergent-pair census
+    out.update({k: total[k] for k in ("divergent", "shared", "capr0_div", "noncapr0_div", "both_lt_cap")})
+    out["both_lt_cap_per_run"] = float(total["both_lt_cap"]) / n_runs
+    return out
 
 
 def _ratio(a, b) -> str:

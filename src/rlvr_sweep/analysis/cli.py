@@ -31,7 +31,6 @@ from pathlib import Path
 
 from rlvr_sweep.analysis.contrasts import SHIPPED, load_contrasts
 from rlvr_sweep.analysis.ensembles import REFERENCE_ARMS, checkpoint_union, parse_checkpoints, union_lines
-from rlvr_sweep.analysis.figures import FIGURES
 from rlvr_sweep.analysis.report import ALL_TABLES, OPTIONAL_TABLES, SELECTION, build_tables, header_lines, save_tables
 from rlvr_sweep.analysis.source import load_sweep
 from rlvr_sweep.store import CollectError
@@ -130,6 +129,8 @@ def main(argv=None) -> int:
         written = save_tables(tables, args.out, [*header, *(n for n in sweep.notes if n not in header)])
     else:
         written = []
+        from rlvr_sweep.analysis.figures import FIGURES  # matplotlib: only to draw
+
         for name, draw in FIGURES.items():
             paths, why = draw(sweep, args.out)
             written += paths

@@ -29,6 +29,8 @@ Every length is in the profile's units: 30 tokens, 30 characters, 10 steps is ke
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 
 import numpy as np
@@ -47,25 +49,30 @@ EQUATION_CHAIN = re.compile(rf"{_EXPR}(?:\s*=\s*{_EXPR})+")
 _TRIM = " \t\n$.,;:!?"
 
 
-def equations(text: str) -> set[str]:
+def equations(text: str) -> frozenset[str]:
     """The `lhs=rhs` pairs of every `=` chain in `text` (see the module docstring)."""
+    return _equations(text or "")
+
+
+@functools.lru_cache(maxsize=65536)
+def _equations(text: str) -> frozenset[str]:
     found = set()
-    for chain in EQUATION_CHAIN.finditer(text or ""):
+    for chain in EQUATION_CHAIN.finditer(text):
         parts = [re.sub(r"\s+", "", p).strip(_TRIM) for p in chain.group(0).split("=")]
         for lhs, rhs in zip(parts, parts[1:]):
             pair = f"{lhs}={rhs}"
             if lhs and rhs and any(ch.isdigit() for ch in pair):
                 found.add(pair)
-    return found
+    return frozenset(found)
 
 
 def common_prefix(a, b) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
+    """The length of the longest common prefix of two token sequences."""
+    return len(os.path.commonprefix([list(a), list(b)]))
+
+
+def _ids(tokens) -> list:
+    return tokens.tolist() if hasattr(tokens, "tolist") else list(tokens)
 
 
 def _scale(frame: pd.DataFrame) -> float:
@@ -142,22 +149,32 @@ def build_baseline_readouts(sweep: Sweep) -> Table:
 
 def surface_divergence(rollouts: pd.DataFrame) -> dict:
     """§3.3 over one run's rollouts: failed rollouts of active groups, those sharing an equation with an
-    R = 1 sibling, and the mean longest common token prefix with an R = 1 sibling."""
+    R = 1 sibling, and the mean longest common token prefix with an R = 1 sibling (groups in (step,
+    question_id) order, failed rollouts in ledger order)."""
     failed = shared = 0
     prefixes = []
-    for _, group in rollouts.groupby(["step", "question_id"], sort=True):
-        rewards = group["reward"].to_numpy(dtype=float)
-        if rewards.min() == rewards.max():
+    rewards = rollouts["reward"].to_numpy(dtype=float)
+    heads, tokens = list(rollouts["head_text"]), list(rollouts["tokens"])
+    groups: dict = {}
+    for i, key in enumerate(zip(rollouts["step"].tolist(), rollouts["question_id"].tolist())):
+        groups.setdefault(key, []).append(i)
+    for key in sorted(groups):
+        members = groups[key]
+        r = rewards[members]
+        if r.min() == r.max():
             continue
-        winners = group[rewards == 1]
-        win_equations = [equations(t) for t in winners["head_text"]]
-        win_tokens = [list(t) for t in winners["tokens"]]
-        for _, loser in group[rewards == 0].iterrows():
+        winners = [i for i in members if rewards[i] == 1]
+        win_equations = [equations(heads[i]) for i in winners]
+        win_tokens = [_ids(tokens[i]) for i in winners]
+        for i in members:
+            if rewards[i] != 0:
+                continue
             failed += 1
-            mine = equations(loser["head_text"])
+            mine = equations(heads[i])
             shared += any(mine & other for other in win_equations)
             if win_tokens:
-                prefixes.append(max(common_prefix(list(loser["tokens"]), w) for w in win_tokens))
+                loser = _ids(tokens[i])
+                prefixes.append(max(common_prefix(loser, w) for w in win_tokens))
     return {"failed_active": failed, "shared_equation": shared,
             "shared_share": 100 * shared / failed if failed else float("nan"),
             "mean_lcp": float(np.mean(prefixes)) if prefixes else float("nan")}
@@ -179,14 +196,24 @@ def run_diagnostics(steps: pd.DataFrame, rollouts: pd.DataFrame) -> dict:
                       {"failed_active": 0, "shared_equation": 0, "shared_share": float("nan"), "mean_lcp": float("nan")})}
 
 
+def _by_run(frame: pd.DataFrame, columns: list[str]):
+    """run_hash -> that run's rows of `frame`'s `columns` (those it has), in ledger order."""
+    narrow = frame[[c for c in columns if c in frame.columns]]
+    positions = narrow.groupby("run_hash", sort=False).indices if len(narrow) else {}
+    return lambda run_hash: narrow.iloc[positions.get(run_hash, [])]
+
+
 def build_baseline_runs(sweep: Sweep) -> Table:
     title = "§3 diagnostics per run: early lengths, homogeneous groups, surface-token divergence in active groups"
     if not len(sweep.steps) or not len(sweep.rollouts):
         return Table.unbuilt("baseline_runs", title, "the sweep has no step and rollout ledgers")
     rows = []
+    # each run's rows of the columns read here (a narrow frame: cutting it per run is cheap)
+    steps_of = _by_run(sweep.steps, ["run_hash", "step", "rewards", "gen_tokens"])
+    rollouts_of = _by_run(sweep.rollouts, ["run_hash", "step", "question_id", "reward", "length", "tokens", "head_text"])
     for _, run in sweep.runs.iterrows():
-        steps = sweep.steps[sweep.steps["run_hash"] == run["run_hash"]]
-        rollouts = sweep.rollouts[sweep.rollouts["run_hash"] == run["run_hash"]]
+        steps = steps_of(run["run_hash"])
+        rollouts = rollouts_of(run["run_hash"])
         if not len(steps):
             continue
         rows.append({"label": run["label"], "unit": run["unit"], "seed": int(run["seed"]),

@@ -45,9 +45,11 @@ def default_contrasts(sweep: Sweep) -> list[Contrast]:
 
 
 def build_tables(sweep: Sweep, contrasts: list[Contrast] | None = None, n_resamples: int = 4000,
-                 seed: int = 0, only=ALL_TABLES, strata_reference=REFERENCE_ARMS) -> dict[str, Table]:
+                 seed: int = 0, only=ALL_TABLES, strata_reference=REFERENCE_ARMS, reuse: bool = False) -> dict[str, Table]:
     """{name: Table} for the names in `only`; a table that cannot be built carries its reason.
-    `strata_reference`: the arms whose checkpoints define the item strata (default Arms 1-9)."""
+    `strata_reference`: the arms whose checkpoints define the item strata (default Arms 1-9). `reuse`:
+    a table this sweep object has built before with the same settings is returned again, not rebuilt
+    (verify builds each several times; off by default, so code changed in a session is seen)."""
     unknown = [n for n in only if n not in ALL_TABLES]
     if unknown:
         raise ValueError(f"unknown table(s) {unknown}; valid: {list(ALL_TABLES)}")
@@ -68,7 +70,10 @@ def build_tables(sweep: Sweep, contrasts: list[Contrast] | None = None, n_resamp
         "table5a": lambda: build_table5a(sweep),
         "table5b": lambda: build_table5b(sweep, n_resamples, seed),
     }
-    return {name: builders[name]() for name in only}
+    keys = {"table2b": None, "table4": (n_resamples, seed), "table5c": (n_resamples, seed),
+            "table5b": (n_resamples, seed), "strata": tuple(strata_reference)}  # the others depend on the sweep alone
+    return {name: sweep.once(("table", name, keys.get(name)), builders[name])
+            if reuse and not (name in keys and keys[name] is None) else builders[name]() for name in only}
 
 
 def build_runs_table(sweep: Sweep) -> Table:

@@ -109,6 +109,38 @@ class Sweep:
     # base model read-outs: base_hash -> label (one row of Table 1 each)
     base_labels: dict = field(default_factory=dict)
     root: Path | None = None  # where the sweep was read from (paths in saved tables are relative to it)
+    # (table, key columns) -> (the frame indexed, {key: row positions}): see `rows`
+    _indexes: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def rows(self, table: str, **keys) -> pd.DataFrame:
+        """The rows of one of the sweep's frames (`runs`, `grades`, `steps`, `rollouts`, `pairs`, ...) whose
+        columns equal `keys`, in the frame's order, as `frame[(frame[k] == v) & ...]` gives them. Each
+        (frame, key columns) is indexed once and each part cut once, so a table built per arm or per run
+        reads only that arm's or run's rows (linear in the sweep, not quadratic); a frame replaced
+        afterwards is indexed anew. The part is a shallow copy: add columns to it freely, but do not
+        write into its values in place."""
+        frame = getattr(self, table)
+        columns = tuple(sorted(keys))
+        cached = self._indexes.get((table, columns))
+        if cached is None or cached[0] is not frame:
+            have = len(frame) and set(columns) <= set(frame.columns)
+            positions = frame.groupby(list(columns), sort=False, dropna=False).indices if have else {}
+            cached = self._indexes[(table, columns)] = (frame, positions, {})
+        key = tuple(keys[c] for c in columns) if len(columns) > 1 else keys[columns[0]]
+        parts = cached[2]
+        if key not in parts:
+            hit = cached[1].get(key)
+            parts[key] = frame.iloc[hit] if hit is not None else frame.iloc[:0]
+        return parts[key].copy(deep=False)
+
+    def once(self, key, make):
+        """`make()` computed once per sweep for `key` (a table that several readers build: verify's
+        checks and its rebuild of the saved tables); made again if a frame of the sweep was replaced."""
+        frames = (self.runs, self.grades, self.steps, self.rollouts, self.pairs, self.readouts, self.eval_runs)
+        cached = self._indexes.get(("once", key))
+        if cached is None or any(a is not b for a, b in zip(cached[0], frames)):
+            cached = self._indexes[("once", key)] = (frames, make())
+        return cached[1]
 
     def relative(self, path) -> str:
         """`path` relative to the sweep root, so saved tables read the same from any working directory."""
@@ -200,7 +232,7 @@ class Sweep:
         return list(dict.fromkeys(self.runs["unit"])) if len(self.runs) else []
 
     def runs_of(self, unit: str, seeds=None) -> pd.DataFrame:
-        runs = self.runs[self.runs["unit"] == unit]
+        runs = self.rows("runs", unit=unit)
         return runs if seeds is None else runs[runs["seed"].isin(list(seeds))]
 
     def label(self, unit: str) -> str:
@@ -213,8 +245,11 @@ class Sweep:
 
     def benchmarks(self, phase: str = "trained") -> list[str]:
         g = self.grades
-        names = g.loc[g["phase"] == phase, "benchmark"].unique() if len(g) else []
-        return sorted(names, key=benchmark_order)
+        cached = self._indexes.get(("benchmarks", phase))
+        if cached is None or cached[0] is not g:
+            names = g.loc[g["phase"] == phase, "benchmark"].unique() if len(g) else []
+            cached = self._indexes[("benchmarks", phase)] = (g, sorted(names, key=benchmark_order))
+        return list(cached[1])
 
     def candidates(self, ref: str, profile: str | None = None) -> list[str]:
         """Every arm row a contrast's arm reference names: a paper arm label ("5", "ablate_selective"),
@@ -310,8 +345,7 @@ def grade_rows(sweep: Sweep, unit: str, benchmark: str, phase: str = "trained") 
         return pd.concat([part.assign(item_id=f"{b}/" + part["item_id"].astype(str), index=part["index"] + n * 10**6)
                           for n, (b, part) in enumerate(zip(POOL_PARTS, parts))], ignore_index=True)
     name, _, source = benchmark.partition("/")
-    g = sweep.grades
-    rows = g[(g["unit"] == unit) & (g["benchmark"] == name) & (g["phase"] == phase)]
+    rows = sweep.rows("grades", unit=unit, benchmark=name, phase=phase)
     return rows[rows["source"] == source] if source else rows
 
 

@@ -48,12 +48,15 @@ def summarize_votes(items: list[list[Candidate]], cap: int, min_len: int, n_resa
 def item_candidates(rows: pd.DataFrame, seeds: list, with_ids: bool = False):
     """One candidate list per item every seed answered, in the items' order and the given seed order
     (and the item ids, with `with_ids`)."""
-    rows = rows.assign(answer=rows["extracted"].where(~rows["capped_unboxed"].astype(bool), ""))
-    by = {s: g.set_index("item_id") for s, g in rows.groupby("seed")}
-    order = by[seeds[0]].sort_values("index").index
-    common = [i for i in order if all(i in by[s].index for s in seeds)]
-    items = [[Candidate(by[s].at[i, "answer"] or "", int(by[s].at[i, "length"]), float(by[s].at[i, "correct"]))
-              for s in seeds] for i in common]
+    answers = rows["extracted"].where(~rows["capped_unboxed"].astype(bool), "")
+    by: dict = {}  # seed -> {item_id: (index, Candidate)}
+    for s, i, index, answer, length, correct in zip(rows["seed"], rows["item_id"], rows["index"], answers,
+                                                    rows["length"], rows["correct"]):
+        by.setdefault(s, {})[i] = (index, Candidate(answer or "", int(length), float(correct)))
+    first = by[seeds[0]]
+    order = sorted(first, key=lambda i: first[i][0])
+    common = [i for i in order if all(i in by[s] for s in seeds)]
+    items = [[by[s][i][1] for s in seeds] for i in common]
     return (common, items) if with_ids else items
 
 

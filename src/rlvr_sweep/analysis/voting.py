@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import NamedTuple, Sequence
 
-from rlvr_sweep.reward import normalize, plurality
+from rlvr_sweep.reward.answers import normalized, plurality
 
 RULES = ("rand", "maxlen", "mdl", "cr")
 
@@ -63,7 +63,7 @@ def vote_detail(candidates: Sequence, rule: str, cap: int = 2048, min_len: int =
     cands = [c if isinstance(c, Candidate) else Candidate(*c) for c in candidates]
     if not cands:
         raise ValueError("vote needs at least one candidate")
-    answers = [normalize(c.answer) for c in cands]
+    answers = [normalized(c.answer) for c in cands]
     correct = [float(c.correct) for c in cands]
     ok = [_eligible(c, a, cap, min_len) for c, a in zip(cands, answers)]
     leader = plurality(answers)  # an empty answer never forms a majority

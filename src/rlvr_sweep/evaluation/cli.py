@@ -5,7 +5,7 @@ gives the defaults below), a `<run>/model` folder, or any `save_pretrained` fold
 e.g. the shipped tiny model). Defaults come from the recipient's run config when there is one (else the
 donor's, else the paper's): benchmarks and limit (`eval.benchmarks`, `eval.limit`), the data files
 (`data.*`), the profile's `length_scale`, the read-out cap and batch size, the model dtype, device and
-engine. Flags override them.
+engine, and the CPU threads (`train.num_threads`: the smoke profile's 1). Flags override them.
 
 DIR receives `probe.json` (both checkpoints, their weight digests, the settings in this profile's
 tokens, counts), `probe_greedy.parquet` (both greedy read-outs), `probe_items.parquet` (one row per
@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import torch
 import yaml
 from transformers.utils import logging as hf_logging
 
@@ -82,6 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default=None, help="model dtype (default: the run's model.dtype, else bfloat16)")
     p.add_argument("--device", default=None, help="auto, cpu, cuda, ... (default: the run's model.device)")
     p.add_argument("--engine", default=None, help="decoding engine (default: the run's model.engine)")
+    p.add_argument("--num-threads", type=int, default=None,
+                   help="torch CPU threads (default: the run's train.num_threads; unset: torch's own choice)")
     return parser
 
 
@@ -125,6 +128,11 @@ def _probe_locked(args, out: Path) -> int:
     model_kw = dict(dtype=_pick(args, cfg, "model", "dtype", args.dtype, "bfloat16"),
                     device=_pick(args, cfg, "model", "device", args.device, "auto"),
                     untie_embeddings=bool((cfg.get("model") or {}).get("untie_embeddings", True)))
+    threads = _pick(args, cfg, "train", "num_threads", args.num_threads, None)
+    if threads is not None:
+        if int(threads) < 1:
+            raise ValueError(f"--num-threads must be at least 1, got {threads}")
+        torch.set_num_threads(int(threads))  # as the run did: a tiny model on many threads mostly waits
     started = time.time()
     policies = {role: load_policy(ModelConfig(name=role, hub_id=None, path=c["model"], **model_kw))
                 for role, c in (("donor", donor), ("recipient", recipient))}
@@ -140,7 +148,8 @@ def _probe_locked(args, out: Path) -> int:
     info = {
         "kind": "prefix_splice_probe", "files": FILES, "settings": settings.as_dict(), "grader": grader,
         "benchmarks": names, "limit": limit, "items": {n: len(r) for n, r in benchmarks.items()},
-        "discordant": discordant, "model_dtype": model_kw["dtype"], "started_at": started, "finished_at": time.time(),
+        "discordant": discordant, "model_dtype": model_kw["dtype"], "num_threads": threads,
+        "started_at": started, "finished_at": time.time(),
         "code": store.code_version(),
         **{role: {k: c[k] for k in ("model", "run_dir", "label")} | {"model_digest": _digest(policies[role])}
            for role, c in (("donor", donor), ("recipient", recipient))},

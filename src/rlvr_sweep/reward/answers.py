@@ -8,10 +8,15 @@ normalisation, when it occurs at least twice; None for a tie: 1-1-1, 2-2, all em
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable
 
 from rlvr_sweep.reward.grading import normalize
+
+
+# The grader's normalisation, remembered: a vote normalises the same few answers once per rule and item.
+normalized = functools.lru_cache(maxsize=1 << 16)(normalize)
 
 
 def answer_of(extracted, capped_unboxed) -> str:
@@ -20,7 +25,7 @@ def answer_of(extracted, capped_unboxed) -> str:
 
 def plurality(answers: Iterable[str]) -> str | None:
     """The unique most frequent non-empty normalised answer with frequency >= 2, else None."""
-    counts = Counter(a for a in (normalize(x) for x in answers) if a)
+    counts = Counter(a for a in (normalized(x) for x in answers) if a)
     top = max(counts.values(), default=0)
     leaders = [a for a, n in counts.items() if n == top]
     return leaders[0] if top >= 2 and len(leaders) == 1 else None

@@ -7,8 +7,16 @@ policy, and writes every table into the run's folder; `checkpoint` makes a kille
 it stopped; `loggers` and `progress` report as it goes. task=evaluate reads out a saved checkpoint.
 """
 
-from rlvr_sweep.run.choices import check_choices
-from rlvr_sweep.run.lifecycle import run, run_plan
-from rlvr_sweep.run.plan import Plan, plan
+import importlib
 
-__all__ = ["Plan", "check_choices", "plan", "run", "run_plan"]
+from rlvr_sweep.run.plan import Plan, plan  # no torch: a relaunch decides "finished, skip" from the plan alone
+
+# imported from their modules when first asked for (the registries and running import torch)
+_HOMES = {"check_choices": "choices", "run": "lifecycle", "run_plan": "lifecycle"}
+__all__ = sorted([*_HOMES, "Plan", "plan"])
+
+
+def __getattr__(name: str):
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"rlvr_sweep.run.{_HOMES[name]}"), name)
+    raise AttributeError(f"module 'rlvr_sweep.run' has no attribute {name!r}")

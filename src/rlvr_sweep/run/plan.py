@@ -20,7 +20,6 @@ from rlvr_sweep.config import Config, check_config
 from rlvr_sweep.data.canonical import is_canonical
 from rlvr_sweep.policy import ModelLoadError, resolve_model_folder
 from rlvr_sweep.policy.architecture import EXPECTED, check_architecture
-from rlvr_sweep.run.choices import check_choices
 from rlvr_sweep.store.identity import Identity, identify, model_digest, rows_digest
 
 log = logging.getLogger(__name__)
@@ -38,14 +37,35 @@ class Plan:
 
 def plan(cfg: Config) -> Plan:
     check_config(cfg)
+    from rlvr_sweep.run.choices import check_choices  # the registries: torch
+
     check_choices(cfg)  # every named choice against its registry, every setting against what reads it
+    located = locate(cfg)
+    context_problems(cfg, located.model_folder, located.train_rows, located.eval_sets)
+    return located
+
+
+def locate(cfg: Config) -> Plan:
+    """What the run computes from and where it lives: the settings checked, the data rows read, the
+    model folder found and its architecture checked, the identity and the run folder. Imports neither
+    torch nor transformers, so a relaunch sees that a run is finished in well under a second
+    (`finished_as_left`); `plan` adds the check of every choice and of the prompts' lengths."""
+    check_config(cfg)
     train_rows = data.training_rows(cfg.data) if cfg.task == "train" else []
     eval_sets = {b: data.benchmark_rows(b, cfg.data, cfg.eval.limit) for b in cfg.eval.benchmarks}
     folder = resolve_model_folder(cfg.model)  # a missing folder or unreachable hub fails here, in seconds
     check_model_folder(cfg, folder)
-    context_problems(cfg, folder, train_rows, eval_sets)
     identity = identify(cfg, inputs_of(cfg, folder, train_rows, eval_sets))
     return Plan(cfg, train_rows, eval_sets, folder, identity, store.run_dir_for(cfg, identity.run))
+
+
+def finished_as_left(run_dir: Path) -> dict | None:
+    """A finished run's run.json (with `skipped`) when nothing is left to tidy in its folder (no
+    checkpoint or temporary file a kill left after DONE: `run_plan` removes those); else None."""
+    if not store.is_finished(run_dir) or (run_dir / "checkpoint.pt").exists() or any(run_dir.glob(".*.tmp-*")):
+        return None
+    log.info("skipping finished run %s", run_dir)
+    return {**store.read_run_json(run_dir), "skipped": True}
 
 
 def check_model_folder(cfg: Config, folder: Path) -> None:

@@ -2,7 +2,7 @@
 
 import sys
 
-from rlvr_sweep.store.collect import main
+from rlvr_sweep.store.collect_files import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,17 +19,18 @@ such runs with this code.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
-import time
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from rlvr_sweep.store import schema
 from rlvr_sweep.store.manifest import verify_manifest
+from rlvr_sweep.store.parallel import folder_map
 from rlvr_sweep.store.rundir import DONE_MARKER, RUN_JSON, RUN_KEYS
 from rlvr_sweep.store.tables import TABLES
 from rlvr_sweep.store.walk import walk
@@ -63,8 +64,9 @@ def run_infos(root, finished_only: bool = True) -> list[dict]:
     return infos
 
 
-def _foreign_rows(path: Path, meta, info: dict) -> str | None:
+def _foreign_rows(path: Path, parquet: pq.ParquetFile, info: dict) -> str | None:
     """Why a table's rows are not all this run's (its run keys, from the row groups' statistics), or None."""
+    meta = parquet.metadata
     names = meta.schema.names
     for key in RUN_KEYS:
         if key not in names:
@@ -73,7 +75,7 @@ def _foreign_rows(path: Path, meta, info: dict) -> str | None:
         for g in range(meta.num_row_groups):
             stats = meta.row_group(g).column(j).statistics
             if stats is None or not stats.has_min_max:
-                values = set(pq.read_table(path, columns=[key]).column(0).to_pylist())
+                values = set(parquet.read(columns=[key]).column(0).to_pylist())
                 low, high = (min(values), max(values)) if values else (info[key], info[key])
             else:
                 low, high = stats.min, stats.max
@@ -84,50 +86,86 @@ def _foreign_rows(path: Path, meta, info: dict) -> str | None:
     return None
 
 
-def _check_run(folder: Path) -> tuple[dict | None, str | None]:
-    """(run.json, None) for a finished, intact, current-schema run; else (None, why)."""
+def _check_run(folder: Path, decode: bool = True) -> tuple[dict | None, str | None, dict]:
+    """(run.json, None, its tables) for a finished, intact, current-schema run; else (None, why, {}).
+    Each table file is read from disk once: its bytes are hashed against the manifest and parsed. With
+    `decode=False` the tables are {name: (path, sha256, arrow schema)}: checked, not decoded."""
     if not (folder / DONE_MARKER).is_file():
         try:
             status = json.loads((folder / RUN_JSON).read_text()).get("status", "?")
         except (OSError, ValueError, AttributeError):
             status = "unknown"
-        return None, f"unfinished (run.json status: {status})"
+        return None, f"unfinished (run.json status: {status})", {}
     try:
         info = json.loads((folder / RUN_JSON).read_text())
     except (OSError, ValueError) as err:
-        return None, f"{folder / RUN_JSON}: unreadable ({err})"
+        return None, f"{folder / RUN_JSON}: unreadable ({err})", {}
     if isinstance(info, dict) and "config_hash" in info and "run_hash" not in info:
         return None, (f"{folder / RUN_JSON}: written with an older result schema (runs keyed by their settings "
-                      f"alone, schema 2 or older), this code reads {schema.SCHEMA_VERSION}; rerun the run with this code")
+                      f"alone, schema 2 or older), this code reads {schema.SCHEMA_VERSION}; rerun the run with this "
+                      "code"), {}
     if not isinstance(info, dict) or not all(k in info for k in RUN_KEYS):
-        return None, f"{folder / RUN_JSON}: not a run record (needs {list(RUN_KEYS)})"
-    problems = verify_manifest(folder)
-    if problems:
-        return None, "damaged: " + "; ".join(problems)
+        return None, f"{folder / RUN_JSON}: not a run record (needs {list(RUN_KEYS)})", {}
+    blobs = {}
     for name in TABLES:
-        path = folder / f"{name}.parquet"
-        if not path.is_file():
-            continue
         try:
-            meta = pq.read_metadata(path)
+            blobs[name] = (folder / f"{name}.parquet").read_bytes()
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            return None, f"{folder / f'{name}.parquet'}: unreadable ({err})", {}
+    known = {f"{name}.parquet": {"size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
+             for name, blob in blobs.items()}
+    problems = verify_manifest(folder, hash_model=False, known=known)  # verify hashes the weights too
+    if problems:
+        return None, "damaged: " + "; ".join(problems), {}
+    tables = {}
+    for name, blob in blobs.items():
+        path = folder / f"{name}.parquet"
+        try:
+            parquet = pq.ParquetFile(pa.BufferReader(blob), pre_buffer=False)
+            meta = parquet.metadata
         except (OSError, pa.ArrowException) as err:
-            return None, f"{path}: not a readable parquet file ({err})"
+            return None, f"{path}: not a readable parquet file ({err})", {}
         raw = (meta.metadata or {}).get(schema.METADATA_KEY)
         version = int(raw) if raw else 0
         if version != schema.SCHEMA_VERSION:
             return None, (f"{path}: written with result schema {version}, this code reads {schema.SCHEMA_VERSION}; "
-                          "rerun the run with this code (or read it with the rlvr_sweep that wrote it)")
+                          "rerun the run with this code (or read it with the rlvr_sweep that wrote it)"), {}
         if meta.num_rows:
-            foreign = _foreign_rows(path, meta, info)
+            foreign = _foreign_rows(path, parquet, info)
             if foreign:
-                return None, foreign
-    return {**info, "run_dir": str(folder)}, None
+                return None, foreign, {}
+        if not decode:
+            tables[name] = (path, known[f"{name}.parquet"]["sha256"], parquet.schema_arrow.remove_metadata())
+            continue
+        try:
+            tables[name] = decoded(parquet)
+        except (OSError, pa.ArrowException) as err:
+            return None, f"{path}: not a readable parquet file ({err})", {}
+    return {**info, "run_dir": str(folder)}, None, tables
+
+
+def decoded(parquet: pq.ParquetFile) -> pa.Table:
+    """A run's table, read on this thread (arrow's own threads cost more than they save on small files)."""
+    return parquet.read(use_threads=False).replace_schema_metadata(None)
 
 
 def collect(root, allow_skipped: bool = False) -> dict[str, pd.DataFrame]:
-    """Every finished, intact run's tables under `root`, concatenated (one pyarrow dataset scan per
+    """Every finished, intact run's tables under `root`, concatenated (each file read once, per
     table): {"runs": one row per run (run.json, flattened), "steps", "rollouts", "pairs", "grades",
     "skipped": one row per run left out (run_dir, reason)}. See the module docstring."""
+    infos, skipped, read, _ = gather(root, allow_skipped)
+    out = {"runs": runs_frame(infos)}
+    for name in TABLES:
+        out[name] = _joined(read.pop(name)) if read[name] else pd.DataFrame(columns=list(schema.TABLE_KEYS))
+    out["skipped"] = skipped_frame(skipped)
+    return out
+
+
+def gather(root, allow_skipped: bool, decode: bool = True) -> tuple[list[dict], list[dict], dict[str, list], list]:
+    """(run.json of each run collected, the skipped {run_dir, reason}, {table: one entry per run that has it
+    (`_check_run`'s)}, moved-aside folders), raising CollectError as `collect` does."""
     root = Path(root)
     if not root.is_dir():
         raise CollectError(f"no such folder: {root}")
@@ -139,12 +177,14 @@ def collect(root, allow_skipped: bool = False) -> dict[str, pd.DataFrame]:
                            + "".join(f"\n  {note}" for note in found.notes()))
     infos, skipped = [], [{"run_dir": str(path), "reason": f"not read: {why}"} for path, why in found.skipped
                           if "already visited" not in why]
-    for folder in folders:
-        info, why = _check_run(folder)
+    read: dict[str, list] = {name: [] for name in TABLES}
+    for folder, (info, why, tables) in zip(folders, folder_map(functools.partial(_check_run, decode=decode), folders)):
         if info is None:
             skipped.append({"run_dir": str(folder), "reason": why})
-        else:
-            infos.append(info)
+            continue
+        infos.append(info)
+        for name, table in tables.items():
+            read[name].append(table)
     seen: dict[tuple, str] = {}
     for info in infos:
         key = tuple(info[k] for k in RUN_KEYS)
@@ -156,61 +196,39 @@ def collect(root, allow_skipped: bool = False) -> dict[str, pd.DataFrame]:
         raise CollectError(f"{len(skipped)} of {len(folders)} run(s) or folders under {root} cannot be collected:\n" +
                            "\n".join(f"  {s['run_dir']}: {s['reason']}" for s in skipped) +
                            "\n(allow_skipped=True / --allow-skipped collects the others)")
-    # the inputs as {name: sha256} columns (`inputs.model`, `inputs.benchmark/math500`, ...); run.json keeps
-    # what each was (files, rows, folder)
+    return infos, skipped, read, stale
+
+
+def runs_frame(infos: list[dict]) -> pd.DataFrame:
+    """One row per run: its run.json flattened, the inputs as {name: sha256} columns (`inputs.model`,
+    `inputs.benchmark/math500`, ...; run.json keeps what each was: files, rows, folder)."""
     flat = [{**i, "inputs": {k: (v or {}).get("sha256") for k, v in (i.get("inputs") or {}).items()}} for i in infos]
-    out = {"runs": pd.json_normalize(flat) if infos else pd.DataFrame(columns=list(RUN_KEYS))}
-    for name in TABLES:
-        files = [str(Path(i["run_dir"]) / f"{name}.parquet") for i in infos]
-        files = [f for f in files if Path(f).is_file()]
-        if not files:
-            out[name] = pd.DataFrame(columns=list(schema.TABLE_KEYS))
-            continue
-        out[name] = _read_all(files)
-    out["skipped"] = pd.DataFrame(skipped, columns=["run_dir", "reason"])
-    return out
+    return pd.json_normalize(flat) if infos else pd.DataFrame(columns=list(RUN_KEYS))
 
 
-def _read_all(files: list[str]) -> pd.DataFrame:
+def skipped_frame(skipped: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(skipped, columns=["run_dir", "reason"])
+
+
+def _joined(parts: list[pa.Table]) -> pd.DataFrame:
     """One frame of every run's table. Runs of different arms can store a column under two types (a
     column one arm fills with text and another leaves empty, stored as null floats): then the tables
     are joined as pandas frames, which keeps each value."""
-    schemas = [pq.read_schema(f).remove_metadata() for f in files]
     try:
-        unified = pa.unify_schemas(schemas)
+        table = pa.concat_tables(parts, promote_options="default")
     except (pa.ArrowTypeError, pa.ArrowInvalid):
-        return pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
-    return pads.dataset(files, schema=unified, format="parquet").to_table().to_pandas()
+        return pd.concat([part.to_pandas() for part in parts], ignore_index=True)
+    return one_chunk(table).to_pandas()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m rlvr_sweep.store collect ROOT --out PREFIX [--allow-skipped]`."""
-    import argparse
-    import sys
-
-    parser = argparse.ArgumentParser(prog="python -m rlvr_sweep.store")
-    sub = parser.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("collect", help="gather every finished, intact run's tables under ROOT")
-    c.add_argument("root")
-    c.add_argument("--out", required=True, help="output prefix: writes OUT.<table>.parquet")
-    c.add_argument("--allow-skipped", action="store_true",
-                   help="collect the intact runs and exit 0 even when others are skipped (they are listed)")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    started = time.perf_counter()
-    try:
-        tables = collect(args.root, allow_skipped=args.allow_skipped)
-    except CollectError as err:
-        print(f"collect: error: {err}", file=sys.stderr)
-        return 2
-    for name, frame in tables.items():
-        path = Path(f"{args.out}.{name}.parquet")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        frame.to_parquet(path, index=False)
-        print(f"{name}: {len(frame)} rows -> {path}")
-    for row in tables["skipped"].itertuples():
-        print(f"skipped {row.run_dir}: {row.reason}", file=sys.stderr)
-    stale = run_folders(args.root)[1]
-    print(f"collected {len(tables['runs'])} runs in {time.perf_counter() - started:.2f}s"
-          + (f" ({len(tables['skipped'])} skipped)" if len(tables["skipped"]) else "")
-          + (f"; ignored {len(stale)} moved-aside folder(s)" if stale else ""))
-    return 0
+def one_chunk(table: pa.Table) -> pa.Table:
+    """Every text column as one contiguous array (large_string, so none overflows 2 GiB). Read file by
+    file, a column is one chunk per run, and every later row lookup in the frame (pandas keeps text in
+    those arrow chunks) would walk all of them: quadratic in the number of runs."""
+    for i, field in enumerate(table.schema):
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            column = table.column(i)
+            if column.num_chunks > 1 or pa.types.is_string(field.type):
+                table = table.set_column(i, field.with_type(pa.large_string()),
+                                         column.cast(pa.large_string()).combine_chunks())
+    return table

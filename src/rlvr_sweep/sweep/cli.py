@@ -57,8 +57,8 @@ def _hydra_entry(raw) -> dict:
 
     from rlvr_sweep.data import DataError
     from rlvr_sweep.policy import ModelLoadError
-    from rlvr_sweep.run import plan, run_plan  # heavy imports (torch, transformers) only when a job runs
     from rlvr_sweep.run.loggers import check_loggers
+    from rlvr_sweep.run.plan import finished_as_left, locate
     from rlvr_sweep.store import RunBusyError, UnfinishedRunError
     from rlvr_sweep.sweep.summary import BUSY, JOB_ERROR, POINTER, SKIPPED, format_summary
 
@@ -69,9 +69,13 @@ def _hydra_entry(raw) -> dict:
     try:
         cfg = build_config(raw)
         check_loggers(cfg.logger)
-        job = plan(cfg)
-        (job_dir / POINTER).write_text(str(job.run_dir.resolve()))
-        info = run_plan(job)
+        located = locate(cfg)  # a finished run is skipped here, before torch and transformers are imported
+        (job_dir / POINTER).write_text(str(located.run_dir.resolve()))
+        info = finished_as_left(located.run_dir)
+        if info is None:
+            from rlvr_sweep.run import plan, run_plan  # heavy imports (torch, transformers) only when a job runs
+
+            info = run_plan(plan(cfg))
     except RunBusyError as err:  # another process runs it: not a failure of this one
         if single:
             _exit_with(err, EXIT_BUSY)

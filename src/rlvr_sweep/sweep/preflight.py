@@ -35,10 +35,12 @@ def sweep_jobs(conf_dir: str, overrides: list[str]) -> list[list[str]]:
 
 
 def check_sweep(conf_dir: str, overrides: list[str]) -> int:
-    """Compose and plan every job (`run.plan`: settings, data rows, model folder, prompt lengths);
-    returns the number of jobs checked."""
+    """Compose and plan every job (`run.plan`: settings, data rows, model folder, prompt lengths; a job
+    whose run is finished only as far as `run.plan.locate` finds it); returns the number of jobs checked."""
     from rlvr_sweep.run import plan
     from rlvr_sweep.run.loggers import check_loggers
+    from rlvr_sweep.run.plan import locate
+    from rlvr_sweep.store import is_finished
 
     # Hydra's own settings do not reach a job's config, except where it finds config files (a
     # researcher's own config folder, `hydra.searchpath=[file://...]`)
@@ -49,7 +51,8 @@ def check_sweep(conf_dir: str, overrides: list[str]) -> int:
             try:
                 cfg = build_config(compose("config", overrides=job))
                 check_loggers(cfg.logger)
-                plan(cfg)
+                if not is_finished(locate(cfg).run_dir):  # a finished run was checked when it ran
+                    plan(cfg)
             except Exception as err:
                 raise PreflightError(f"job {number} of {len(jobs)} ({' '.join(job)}): {err}") from err
     return len(jobs)

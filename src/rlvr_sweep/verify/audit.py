@@ -15,7 +15,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rlvr_sweep.analysis import Sweep
-from rlvr_sweep.analysis.audit import build_audit
+from rlvr_sweep.analysis.report import build_tables
 from rlvr_sweep.reward import extract_answer, get_grader
 
 
@@ -25,19 +25,20 @@ def _grader_of(run: pd.Series):
 
 def audit_problems(sweep: Sweep) -> tuple[int, list[str]]:
     """(long rollouts re-derived, problems)."""
-    table = build_audit(sweep)
+    table = build_tables(sweep, only=["audit"], reuse=True)["audit"]  # the one the saved tables are compared with
     if table.why or not len(sweep.rollouts):
         return 0, []
     checked, problems = 0, []
     for _, row in table.frame.iterrows():
         runs = sweep.runs_of(row["unit"]).set_index("seed")
-        ro = sweep.rollouts[sweep.rollouts["unit"] == row["unit"]]
+        cuts = {seed: int(run["lengths.audit_prefix"]) for seed, run in runs.iterrows()}
+        gates = {seed: None if pd.isna(run.get("gate_chars")) else int(run["gate_chars"]) for seed, run in runs.iterrows()}
+        graders = {seed: _grader_of(run) for seed, run in runs.iterrows()}
+        ro = sweep.rows("rollouts", unit=row["unit"])
+        ro = ro[ro["length"].to_numpy() > ro["seed"].map(cuts).to_numpy()]  # the long rollouts, in ledger order
         counts = {"long": 0, "long_r1": 0, "pass_at_cut": 0}
         for r in ro.itertuples(index=False):
-            run = runs.loc[r.seed]
-            cut = int(run["lengths.audit_prefix"])
-            if r.length <= cut:
-                continue
+            cut = cuts[r.seed]
             checked += 1
             counts["long"] += 1
             where = f"{row['label']} seed {r.seed} step {r.step} rollout {r.index}"
@@ -54,10 +55,10 @@ def audit_problems(sweep: Sweep) -> tuple[int, list[str]]:
             if r.reward != 1:
                 continue
             counts["long_r1"] += 1
-            gate = None if pd.isna(run.get("gate_chars")) else int(run["gate_chars"])
+            gate = gates[r.seed]
             pred = extract_answer(prefix, fallback=None)
             gated = gate is None or prefix.rfind("\\boxed") >= gate
-            counts["pass_at_cut"] += int(bool(pred) and gated and _grader_of(run)(pred, r.gold))
+            counts["pass_at_cut"] += int(bool(pred) and gated and graders[r.seed](pred, r.gold))
         for key, value in counts.items():
             if int(row[key]) != value:
                 problems.append(f"audit {row['label']} {key}: the table says {int(row[key])}, the rows give {value}")

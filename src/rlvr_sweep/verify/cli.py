@@ -58,8 +58,6 @@ import os
 import sys
 from pathlib import Path
 
-from transformers.utils import logging as hf_logging
-
 from rlvr_sweep.reward import graders
 from rlvr_sweep.verify.compare import (
     COMPARE_FILES, DEFAULT_SHOW, BadInput, _label, compare, compare_run, find_runs, format_compare,
@@ -137,7 +135,7 @@ def _run_all(args) -> int:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    hf_logging.disable_progress_bar()  # PASS 4 loads checkpoints; the pass lines are the report
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # PASS 4 loads checkpoints; the pass lines are the report
     try:
         if args.command == "all":
             return _run_all(args)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from rlvr_sweep.store import MANIFEST, RUN_JSON, RUN_KEYS, read_table, verify_manifest
+from rlvr_sweep.store import MANIFEST, RUN_JSON, RUN_KEYS, verify_manifest
 from rlvr_sweep.store.identity import saved_model_digest
 from rlvr_sweep.store.schema import REQUIRED_COLUMNS, SCHEMA_VERSION, check_version
 
@@ -48,9 +48,11 @@ def run_problems(run_dir) -> list[str]:
             if (name in LEDGERS and trained) or (name == "grades" and read_out):
                 problems.append(f"{path}: missing")
             continue
-        try:
-            version = check_version(pq.read_schema(path).metadata, str(path))
-            frame = read_table(run_dir, name)
+        try:  # the run keys are read; the manifest has proved every byte, and PASS 1 / 3 decode the rest
+            parquet = pq.ParquetFile(path)
+            version = check_version(parquet.schema_arrow.metadata, str(path))
+            columns = parquet.schema_arrow.names
+            keys = parquet.read(columns=[k for k in RUN_KEYS if k in columns], use_threads=False)
         except Exception as err:  # pyarrow raises its own types (ArrowInvalid, ...)
             problems.append(f"{path}: unreadable ({type(err).__name__}: {err})")
             continue
@@ -58,16 +60,17 @@ def run_problems(run_dir) -> list[str]:
             problems.append(f"{path}: written with result schema {version or 'none (no schema metadata)'}, this code "
                             f"reads {SCHEMA_VERSION}: the run cannot enter the tables")
             continue
-        if not len(frame):
+        if not keys.num_rows:
             continue
-        missing = [c for c in REQUIRED_COLUMNS[name] if c not in frame.columns]
+        missing = [c for c in REQUIRED_COLUMNS[name] if c not in columns]
         if missing:
             problems.append(f"{path}: lacks columns {missing}")
             continue
         for key in RUN_KEYS:
-            wrong = frame[frame[key].astype(str) != str(info.get(key))]
-            if len(wrong):
-                problems.append(f"{path}: {len(wrong)} row(s) with {key} {wrong[key].iloc[0]!r}, "
+            counted = keys.column(key).value_counts().to_pylist()  # each value once, in the order rows hold them
+            wrong = [(c["values"], c["counts"]) for c in counted if str(c["values"]) != str(info.get(key))]
+            if wrong:
+                problems.append(f"{path}: {sum(n for _, n in wrong)} row(s) with {key} {wrong[0][0]!r}, "
                                 f"not this run's {info.get(key)!r}")
     return problems
 

@@ -31,6 +31,8 @@ TOTALS = ("gen_tokens", "prefill_tokens", "padded_prefill_tokens", "untrimmed_st
 
 
 def _where(frame: pd.DataFrame, mask, law: str, limit: int = 5) -> list[str]:
+    if not np.asarray(mask, dtype=bool).any():
+        return []  # the law holds (the usual case): no rows to cut out
     bad = frame[mask]
     out = [f"{r.arm} h{r.horizon} seed {r.seed} step {r.step}"
            + (f" k {r.k} ({r.category})" if "k" in frame.columns and "category" in frame.columns else "")
@@ -139,11 +141,12 @@ def step_problems(steps: pd.DataFrame, rollouts: pd.DataFrame, pairs: pd.DataFra
                        "cf_status 'homogeneous' disagrees with the rewards")
     problems += _where(s, s["untrimmed_steps"] < s["gen_tokens"], "untrimmed steps < generated tokens")
     problems += _where(s, s["padded_prefill_tokens"] < s["prefill_tokens"], "padded prefill < prefill")
+    of_run = s.groupby(list(RUN_KEYS), sort=False).indices  # each run's step rows, in ledger order
     for _, run in runs.iterrows():
-        keys = {k: run[k] for k in RUN_KEYS}
-        mine = s.loc[(s[list(RUN_KEYS)] == pd.Series(keys)).all(axis=1)]
-        if not len(mine):
+        rows = of_run.get(tuple(run[k] for k in RUN_KEYS))
+        if rows is None:
             continue
+        mine = s.iloc[rows]
         if run.get("optimizer_step"):
             e = _expected_backward(mine, run["optimizer_step"])
             problems += _where(e, (e["exp_out"] != e["bwd_out_tokens"]) | (e["exp_full"] != e["bwd_full_tokens"]),

@@ -22,7 +22,6 @@ import yaml
 
 from rlvr_sweep.config import ModelConfig
 from rlvr_sweep.evaluation.teacher_forcing import teacher_forced
-from rlvr_sweep.policy import ModelLoadError, load_policy
 
 TOLERANCE = {"float32": 1e-3}
 HALF_TOLERANCE = 0.25
@@ -66,6 +65,8 @@ class Loader:
     def get(self, path: str | None, hub_id: str | None, dtype: str, untie: bool = True):
         key = (path, hub_id, dtype)
         if key not in self.cache:
+            from rlvr_sweep.policy import ModelLoadError, load_policy  # transformers: only when a model is loaded
+
             cfg = ModelConfig(name="verify", hub_id=hub_id, path=path, dtype=dtype, device=self.device,
                               untie_embeddings=untie)
             try:

@@ -105,9 +105,10 @@ def left_out_problems(sweep) -> list[str]:
             if not str(r.why).startswith(("unfinished", "not selected", "not profile"))]
 
 
-def pass3(root, tables_dir=None) -> PassResult:
+def pass3(root, tables_dir=None, load=None) -> PassResult:
+    """`load`: returns the collected sweep (`run_all` collects it once for PASS 3 and 4)."""
     try:
-        sweep = load_checked_sweep(root, tables_dir)
+        sweep = (load or (lambda: load_checked_sweep(root, tables_dir)))()
     except CollectError as err:
         return PassResult("PASS 3", "the sweep cannot be collected", [str(err)])
     n_pairs, problems = pair_problems(sweep.pairs, sweep.rollouts, sweep.runs)
@@ -136,9 +137,9 @@ def pass3(root, tables_dir=None) -> PassResult:
     return PassResult("PASS 3", summary, problems)
 
 
-def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu") -> PassResult:
+def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu", load=None) -> PassResult:
     try:
-        sweep = load_checked_sweep(root, tables_dir)
+        sweep = (load or (lambda: load_checked_sweep(root, tables_dir)))()
     except CollectError as err:
         return PassResult("PASS 4", "the sweep cannot be collected", [str(err)])
     cf = replay_cf(sweep.steps, sweep.pairs, sweep.runs)
@@ -165,10 +166,12 @@ def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu") -> 
 
 
 def run_all(root, tables_dir=None, echo=None, margin_items: int = 3, device: str = "cpu") -> list[PassResult]:
-    """PASS 1, 2, 3, 4 in order (each timed); `echo(result)` is called as each one ends."""
+    """PASS 1, 2, 3, 4 in order (each timed); `echo(result)` is called as each one ends. The sweep is
+    collected once, by PASS 3, and PASS 4 reads the same one."""
     results = []
-    for run in (lambda: pass1(root), pass2, lambda: pass3(root, tables_dir),
-                lambda: pass4(root, tables_dir, margin_items, device)):
+    load = _once(lambda: load_checked_sweep(root, tables_dir))
+    for run in (lambda: pass1(root), pass2, lambda: pass3(root, tables_dir, load),
+                lambda: pass4(root, tables_dir, margin_items, device, load)):
         started = time.perf_counter()
         result = run()
         result.seconds = time.perf_counter() - started
@@ -176,3 +179,21 @@ def run_all(root, tables_dir=None, echo=None, margin_items: int = 3, device: str
         if echo:
             echo(result)
     return results
+
+
+def _once(load):
+    """`load` called at most once: its result (or its CollectError) again on every later call."""
+    done: dict = {}
+
+    def loaded():
+        if "error" in done:
+            raise done["error"]
+        if "sweep" not in done:
+            try:
+                done["sweep"] = load()
+            except CollectError as err:
+                done["error"] = err
+                raise
+        return done["sweep"]
+
+    return loaded

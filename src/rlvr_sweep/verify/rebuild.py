@@ -18,12 +18,9 @@ import numpy as np
 import pandas as pd
 
 from rlvr_sweep.analysis import Sweep
-from rlvr_sweep.analysis.census import build_table2a
 from rlvr_sweep.analysis.contrasts import Contrast, build_table2b
 from rlvr_sweep.analysis.ensembles import build_strata
 from rlvr_sweep.analysis.report import TABLES, build_tables, parquet_safe, read_saved
-from rlvr_sweep.analysis.table1 import build_table1
-from rlvr_sweep.analysis.table3 import build_table3
 from rlvr_sweep.analysis.table4 import build_table4
 from rlvr_sweep.analysis.table5b import build_table5b
 from rlvr_sweep.store import RUN_KEYS
@@ -37,7 +34,7 @@ def _close(a, b) -> bool:
 
 
 def table1_problems(sweep: Sweep) -> tuple[int, list[str]]:
-    t1, problems, checked = build_table1(sweep), [], 0
+    t1, problems, checked = build_tables(sweep, only=["table1"], reuse=True)["table1"], [], 0
     if t1.why:
         return 0, []
     ledger = sweep.steps.groupby(list(RUN_KEYS))[list(_TOTALS.values())].sum() if len(sweep.steps) else None
@@ -63,9 +60,10 @@ def table1_problems(sweep: Sweep) -> tuple[int, list[str]]:
                     problems.append(f"Table 1 {row['label']} {column}: run.json mean {row.get(column)}, "
                                     f"steps ledger mean {keyed[ledger_column].mean()}")
     base = sweep.grades[sweep.grades["phase"] == "base"] if len(sweep.grades) else sweep.grades
+    run_rows = sweep.runs.groupby(list(RUN_KEYS), sort=False).indices if len(base) else {}
     for (*keys, bench), rows in (base.groupby([*RUN_KEYS, "benchmark"]) if len(base) else []):
-        mask = (sweep.runs[list(RUN_KEYS)] == pd.Series(dict(zip(RUN_KEYS, keys)))).all(axis=1)
-        stored = sweep.runs.loc[mask, f"accuracy.base.{bench}"] if f"accuracy.base.{bench}" in sweep.runs else []
+        mine = sweep.runs.iloc[run_rows.get(tuple(keys), [])]
+        stored = mine[f"accuracy.base.{bench}"] if f"accuracy.base.{bench}" in sweep.runs else []
         checked += 1
         if len(stored) != 1 or not _close(stored.iloc[0], rows["correct"].mean()):
             problems.append(f"Table 1 base row: run {keys} {bench}: grades give {rows['correct'].mean()}, "
@@ -87,12 +85,12 @@ def census_from_pairs(steps: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFra
 
 
 def table2a_problems(sweep: Sweep) -> tuple[int, list[str]]:
-    t2a, problems, checked = build_table2a(sweep), [], 0
+    t2a, problems, checked = build_tables(sweep, only=["table2a"], reuse=True)["table2a"], [], 0
     if t2a.why or not len(sweep.pairs):
         return 0, []
     for _, row in t2a.frame.iterrows():
-        pick = lambda f: f[f["unit"] == row["unit"]]  # noqa: E731
-        again = census_from_pairs(pick(sweep.steps), pick(sweep.pairs), sweep.runs_of(row["unit"]))
+        again = census_from_pairs(sweep.rows("steps", unit=row["unit"]), sweep.rows("pairs", unit=row["unit"]),
+                                  sweep.runs_of(row["unit"]))
         for name, value in again.items():
             checked += 1
             if value != row[name]:
@@ -101,11 +99,11 @@ def table2a_problems(sweep: Sweep) -> tuple[int, list[str]]:
 
 
 def table3_problems(sweep: Sweep) -> tuple[int, list[str]]:
-    t3, problems, checked = build_table3(sweep), [], 0
+    t3, problems, checked = build_tables(sweep, only=["table3"], reuse=True)["table3"], [], 0
     if t3.why:
         return 0, []
     for _, row in t3.frame.iterrows():
-        run = sweep.runs[(sweep.runs["unit"] == row["unit"]) & (sweep.runs["seed"] == row["seed"])].iloc[0]
+        run = sweep.rows("runs", unit=row["unit"], seed=row["seed"]).iloc[0]
         pairs = [("steps", row["steps"], run.get("totals.steps")), ("active", row["active"], run.get("totals.active_steps"))]
         pairs += [(c, row[c], 100 * run.get(f"accuracy.trained.{c[:-4]}", np.nan))
                   for c in t3.frame.columns if c.endswith(".acc") and pd.notna(row[c])]
@@ -142,7 +140,7 @@ def _rebuild(sweep: Sweep, name: str, saved: pd.DataFrame):
         return build(sweep, int(saved["n_resamples"].iloc[0]), int(saved["boot_seed"].iloc[0]))
     if name == "strata":  # rebuilt on the reference set the saved table was built with
         return build_strata(sweep, tuple(saved["reference"].iloc[0].split(",")))
-    return build_tables(sweep, only=[name])[name]
+    return build_tables(sweep, only=[name], reuse=True)[name]
 
 
 def saved_problems(sweep: Sweep, tables_dir, names=TABLES) -> tuple[int, list[str]]:

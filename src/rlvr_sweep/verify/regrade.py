@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from omegaconf import OmegaConf
+import yaml
 
 from rlvr_sweep.reward import graders, grading
 from rlvr_sweep.store import RUN_JSON, is_finished
@@ -52,9 +52,9 @@ def run_grader(run_dir) -> tuple[str, str | None]:
     path = Path(run_dir) / CONFIG_YAML
     if not path.is_file():
         return graders.DEFAULT_GRADER, f"no {CONFIG_YAML}: assumed the {graders.DEFAULT_GRADER} grader"
-    try:
-        cfg = OmegaConf.to_container(OmegaConf.load(path))
-    except Exception as err:  # yaml / omegaconf errors
+    try:  # the stored config is plain YAML (resolved when the run wrote it): no OmegaConf needed to read it
+        cfg = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         raise BadInput(f"cannot read {path}: {type(err).__name__}: {err}") from None
     grader = cfg.get("grader") if isinstance(cfg, dict) else None
     name = grader.get("name") if isinstance(grader, dict) else None
@@ -97,10 +97,17 @@ def _reward_fn(grader: str, grade=None):
     return reward
 
 
+def _records(frame: pd.DataFrame, columns: list[str]):
+    """The rows of `frame` as dicts of the named columns (those it has), as `to_dict("records")` gives them."""
+    names = list(dict.fromkeys(c for c in columns if c in frame.columns))
+    for values in zip(*(frame[c].tolist() for c in names)):
+        yield dict(zip(names, values))
+
+
 def _check_grades(frame: pd.DataFrame, grade=grading.grade) -> tuple[int, int, list[dict]]:
     checked, agree, found = 0, 0, []
     key_columns = [c for c in GRADES_KEY if c in frame.columns]
-    for row in frame.to_dict("records"):
+    for row in _records(frame, ["response", "gold", "extracted", "correct", *key_columns]):
         response, gold = _value(row["response"]), _value(row["gold"])
         extracted = grading.extract_answer(response)  # "" for a missing response
         correct = bool(grade(extracted, gold))
@@ -122,7 +129,7 @@ def _check_rollouts(frame: pd.DataFrame, gate_known: bool, gate: int | None,
                     reward=grading.training_reward):
     checked, agree, no_gold, found = 0, 0, 0, []
     key_columns = [c for c in ROLLOUTS_KEY if c in frame.columns]
-    for row in frame.to_dict("records"):
+    for row in _records(frame, ["text", "gold", "correct", "reward", *key_columns]):
         text, gold = _value(row["text"]), _value(row["gold"])
         if not isinstance(gold, str):
             no_gold += 1
