@@ -175,8 +175,8 @@ def test_bf16_runs_and_restores_mode():
 def test_engine_registry():
     assert ENGINES["reference"].fn is engine.generate
     assert ENGINES["static"].fn is static_engine.generate
-    assert set(ENGINES) == {"reference", "static", "vllm"}
-    with pytest.raises(ValueError, match=r"unknown rollout engine 'fast'; valid: \['reference', 'static', 'vllm'\]"):
+    assert set(ENGINES) == {"reference", "static", "vllm", "auto"}
+    with pytest.raises(ValueError, match=r"unknown rollout engine 'fast'; valid: \['auto', 'reference', 'static', 'vllm'\]"):
         ENGINES["fast"]
 
 

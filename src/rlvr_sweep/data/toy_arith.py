@@ -30,6 +30,7 @@ Duplicates *within* a split are possible (the space of 2-operand problems is sma
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 
@@ -109,11 +110,17 @@ def split_of(problem: str) -> str:
 
 
 def load_split(split: str, n: int, seed: int = 0) -> list[dict]:
-    """``n`` deterministic rows ``{"id", "problem", "answer", "solution"}`` of ``split``."""
+    """``n`` deterministic rows ``{"id", "problem", "answer", "solution"}`` of ``split`` (made once per
+    process and arguments: a sweep's jobs share them; each call gets its own copies of the rows)."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
+    return [dict(row) for row in _made(split, n, seed)]
+
+
+@functools.lru_cache(maxsize=32)
+def _made(split: str, n: int, seed: int) -> tuple[dict, ...]:
     rng = random.Random(f"toy_arith:{split}:{seed}")
     rows: list[dict] = []
     while len(rows) < n:
@@ -121,4 +128,4 @@ def load_split(split: str, n: int, seed: int = 0) -> list[dict]:
         if split_of(p["problem"]) != split:
             continue
         rows.append({"id": f"toy_arith-{split}-{seed}-{len(rows):06d}", **p})
-    return rows
+    return tuple(rows)
