@@ -1,5 +1,5 @@
 """CPU cost of the nucleus (top-p) filter per decode step at Qwen3's vocabulary: the full sort against
-the candidate set (`rollout.engine.top_p_filter`), which returns the same tensor.
+the candidate set (`rollout.nucleus.top_p_filter`), which returns the same tensor.
 
     python bench/bench_top_p.py [--batch 8] [--repeats 30]
 
@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from rlvr_sweep.rollout.engine import top_p_filter, top_p_sorted
+from rlvr_sweep.rollout.nucleus import top_p_filter, top_p_sorted
 
 VOCAB = 151_936
 

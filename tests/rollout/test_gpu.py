@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlvr_sweep.rollout import engine, engines, static_engine
-from rlvr_sweep.rollout.engine import _top_p_candidates, top_p_sorted
+from rlvr_sweep.rollout import engine, engines, nucleus, static_engine
+from rlvr_sweep.rollout.nucleus import _top_p_candidates, top_p_sorted
 from tests.conftest import make_random_qwen3
 from tests.rollout.test_static_engine import PAD, RAGGED
 
@@ -40,7 +40,7 @@ def test_the_candidate_filter_on_cuda_tensors_matches_the_full_sort():
     rows = [_top_p_candidates(row, 0.9) for row in probs]
     full = top_p_sorted(probs, 0.9)
     same = sum(r is not None and torch.equal(r / r.sum(), f) for r, f in zip(rows, full))
-    print(f"candidate top-p on CUDA: {same}/8 rows equal to the full sort (CANDIDATE_DEVICES: {engine.CANDIDATE_DEVICES})")
+    print(f"candidate top-p on CUDA: {same}/8 rows equal to the full sort (CANDIDATE_DEVICES: {nucleus.CANDIDATE_DEVICES})")
     assert same >= 0  # a figure for the GPU check: whether CUDA can join CANDIDATE_DEVICES
 
 

@@ -8,8 +8,9 @@ import zlib
 import pytest
 import torch
 
-from rlvr_sweep.rollout import engine
-from rlvr_sweep.rollout.engine import _top_p_candidates, sample_next_token, top_p_filter, top_p_sorted
+from rlvr_sweep.rollout import nucleus
+from rlvr_sweep.rollout.engine import sample_next_token
+from rlvr_sweep.rollout.nucleus import _top_p_candidates, top_p_filter, top_p_sorted
 
 VOCAB = 151_936
 BATCH = 8
@@ -50,7 +51,7 @@ def test_the_candidate_path_is_what_runs_on_a_peaked_step_and_the_full_sort_on_a
     full = top_p_sorted(peaked, 0.9)
     for row, kept, ref in zip(peaked, rows, full):
         assert torch.equal(kept / kept.sum(), ref)
-        assert 1 <= int((kept > 0).sum()) <= engine.CANDIDATES[-1]
+        assert 1 <= int((kept > 0).sum()) <= nucleus.CANDIDATES[-1]
     flat = torch.softmax(_logits("flat", torch.bfloat16, 2), dim=-1)
     assert all(_top_p_candidates(row, 0.9) is None for row in flat)  # the 4096 likeliest hold < 0.9
 
