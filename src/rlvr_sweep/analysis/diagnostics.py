@@ -153,15 +153,15 @@ def surface_divergence(rollouts: pd.DataFrame) -> dict:
     question_id) order, failed rollouts in ledger order)."""
     failed = shared = 0
     prefixes = []
-    rewards = rollouts["reward"].to_numpy(dtype=float)
-    heads, tokens = list(rollouts["head_text"]), list(rollouts["tokens"])
+    rewards = rollouts["reward"].to_numpy(dtype=float).tolist()
+    heads, tokens = rollouts["head_text"].tolist(), rollouts["tokens"].tolist()
     groups: dict = {}
     for i, key in enumerate(zip(rollouts["step"].tolist(), rollouts["question_id"].tolist())):
         groups.setdefault(key, []).append(i)
     for key in sorted(groups):
         members = groups[key]
-        r = rewards[members]
-        if r.min() == r.max():
+        r = [rewards[i] for i in members]
+        if min(r) == max(r):
             continue
         winners = [i for i in members if rewards[i] == 1]
         win_equations = [equations(heads[i]) for i in winners]
@@ -182,9 +182,9 @@ def surface_divergence(rollouts: pd.DataFrame) -> dict:
 
 def run_diagnostics(steps: pd.DataFrame, rollouts: pd.DataFrame) -> dict:
     """§3.1 / §3.2 / §3.3 figures of one run from its step and rollout ledgers."""
-    rewards = [np.asarray(r, dtype=float) for r in steps.sort_values("step")["rewards"]]
-    all0 = sum(bool(len(r)) and r.max() == 0 for r in rewards)
-    all1 = sum(bool(len(r)) and r.min() == 1 for r in rewards)
+    rewards = [[float(x) for x in r] for r in steps.sort_values("step")["rewards"]]
+    all0 = sum(bool(r) and max(r) == 0 for r in rewards)
+    all1 = sum(bool(r) and min(r) == 1 for r in rewards)
     first = sorted(rollouts["step"].unique())[:EARLY_STEPS] if len(rollouts) else []
     early = rollouts[rollouts["step"].isin(first)]
     out = {"steps": len(rewards), "all_zero": all0, "all_one": all1,

@@ -23,7 +23,7 @@ from rlvr_sweep.analysis.render import Table, ci_text, num
 from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep, grade_rows
 from rlvr_sweep.analysis.stats import bootstrap_ci
 from rlvr_sweep.analysis.table1 import run_proxies
-from rlvr_sweep.analysis.voting import Candidate, vote_detail
+from rlvr_sweep.analysis.voting import Candidate, vote_detail, vote_details
 from rlvr_sweep.config import scaled_length
 
 SAMPLED = "sampled_k3"
@@ -33,7 +33,9 @@ def summarize_votes(items: list[list[Candidate]], cap: int, min_len: int, n_resa
                     seed: int = 0) -> dict:
     """The voting columns of Table 4 over items (each a list of k candidates), accuracies in %."""
     k = len(items[0])
-    votes = {rule: [vote_detail(c, rule, cap, min_len) for c in items] for rule in ("rand", "maxlen", "mdl")}
+    rules = ("rand", "maxlen", "mdl")
+    per_item = [vote_details(c, rules, cap, min_len) for c in items]
+    votes = {rule: [v[rule] for v in per_item] for rule in rules}
     value = {rule: np.array([v.value for v in vs]) for rule, vs in votes.items()}
     correct = np.array([[float(c.correct) for c in cands] for cands in items])  # (items, k)
     diff = value["mdl"] - value["maxlen"]

@@ -58,23 +58,33 @@ def _shortest(pool: Sequence[int], ok: Sequence[bool], cands: Sequence[Candidate
 
 def vote_detail(candidates: Sequence, rule: str, cap: int = 2048, min_len: int = 15) -> Vote:
     """The vote of `rule` over `candidates` (Candidate or plain tuples), with what decided it."""
-    if rule not in RULES:
-        raise ValueError(f"unknown voting rule {rule!r}; valid: {list(RULES)}")
+    return vote_details(candidates, (rule,), cap, min_len)[rule]
+
+
+def vote_details(candidates: Sequence, rules: Sequence[str], cap: int = 2048, min_len: int = 15) -> dict[str, Vote]:
+    """{rule: its vote} for several rules over the same candidates (what they share is worked out once)."""
+    unknown = [r for r in rules if r not in RULES]
+    if unknown:
+        raise ValueError(f"unknown voting rule {unknown[0]!r}; valid: {list(RULES)}")
     cands = [c if isinstance(c, Candidate) else Candidate(*c) for c in candidates]
     if not cands:
         raise ValueError("vote needs at least one candidate")
     answers = [normalized(c.answer) for c in cands]
     correct = [float(c.correct) for c in cands]
-    ok = [_eligible(c, a, cap, min_len) for c, a in zip(cands, answers)]
     leader = plurality(answers)  # an empty answer never forms a majority
     if leader is not None:
         chosen = answers.index(leader)  # lowest index holding the plurality answer
-        return Vote(correct[chosen], chosen, False, False)
+        return {rule: Vote(correct[chosen], chosen, False, False) for rule in rules}
+    ok = [_eligible(c, a, cap, min_len) for c, a in zip(cands, answers)]
     freq = Counter(a for a in answers if a)
     f_max = max(freq.values(), default=0)
     top = [a for a, f in freq.items() if f == f_max] if f_max >= 2 else []
     # A tie: between the top answers' candidates (2-2, 2-2-1), or among all (1-1-1, empties).
     pool = [i for i, a in enumerate(answers) if a in top] if top else list(range(len(cands)))
+    return {rule: _tie_vote(rule, pool, top, ok, answers, correct, cands) for rule in rules}
+
+
+def _tie_vote(rule: str, pool, top, ok, answers, correct, cands) -> Vote:
     if rule == "rand":
         return Vote(sum(correct[i] for i in pool) / len(pool), None, True, False)
     if rule == "maxlen":
