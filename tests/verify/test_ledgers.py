@@ -67,6 +67,20 @@ def test_a_pair_that_disagrees_with_its_rollouts():
     assert any("leaf b=1 differs from its rollout row" in p for p in problems)
 
 
+def test_table_2a_recounted_from_the_pairs_names_the_arm_that_differs():
+    """A failed leaf that the pair ledger says hit the cap, where its rollout did not: Table 2A (from the
+    rollouts) and its recount from the pairs disagree on CapR0, and the arm is named."""
+    def change(t):
+        p, steps = t["pairs"], t["steps"]
+        active = set(zip(steps.loc[steps["active"].astype(bool), "run_hash"], steps.loc[steps["active"].astype(bool), "step"]))
+        caps = t["runs"].set_index("run_hash")["horizon_tokens"]
+        row = next(i for i, r in p.iterrows()
+                   if (r["run_hash"], r["step"]) in active and r["r0"] == 0 and r["l0"] != caps[r["run_hash"]])
+        p.loc[row, "l0"] = caps[p.loc[row, "run_hash"]]
+    problems = table2a_problems(sweep_with(change))[1]
+    assert any(p.startswith("Table 2A ") and "capr0_leaves" in p and "from the pairs" in p for p in problems), problems
+
+
 @pytest.mark.parametrize("law, change", [
     ("leaf_tokens != sum of rollout lengths", edit("steps", 0, leaf_tokens=99)),
     ("active disagrees", edit("steps", 1, active=True)),
