@@ -85,6 +85,7 @@ def test_table_2a_recounted_from_the_pairs_names_the_arm_that_differs():
     ("leaf_tokens != sum of rollout lengths", edit("steps", 0, leaf_tokens=99)),
     ("active disagrees", edit("steps", 1, active=True)),
     ("untrimmed steps < generated", edit("steps", 0, untrimmed_steps=1)),
+    ("step rewards differ from its rollouts' rewards", edit("rollouts", 0, reward=0.25)),
     ("backward tokens differ", edit("steps", 0, bwd_out_tokens=3)),
     ("run.json totals.gen_tokens", edit("runs", 0, **{"totals.gen_tokens": 1})),
     ("run.json totals.active_steps", edit("runs", 0, **{"totals.active_steps": 0})),

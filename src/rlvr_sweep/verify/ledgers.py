@@ -87,6 +87,16 @@ def pair_problems(pairs: pd.DataFrame, rollouts: pd.DataFrame, runs: pd.DataFram
     return len(p), problems
 
 
+def _rewards_by_step(rollouts: pd.DataFrame) -> pd.Series:
+    """Each step's rollout rewards in rollout-index order, as a tuple (indexed by the step's keys)."""
+    ro = rollouts[[*STEP_KEY, "index", "reward"]].sort_values([*STEP_KEY, "index"], kind="stable")
+    by: dict = {}
+    for key, reward in zip(zip(*(ro[c].tolist() for c in STEP_KEY)), ro["reward"].tolist()):
+        by.setdefault(key, []).append(reward)
+    index = pd.MultiIndex.from_tuples(list(by), names=STEP_KEY)
+    return pd.Series([tuple(v) for v in by.values()], index=index, name="ro_rewards", dtype=object)
+
+
 def _expected_backward(steps: pd.DataFrame, optimizer_step: str | None) -> pd.DataFrame:
     """Per step, the backward tokens its update should have counted (on the update's step, 0 elsewhere)."""
     s = steps.sort_values("step")
@@ -116,8 +126,7 @@ def step_problems(steps: pd.DataFrame, rollouts: pd.DataFrame, pairs: pd.DataFra
         return {"steps": 0, "runs": 0}, problems
     s = steps.copy()
     leaf = rollouts.groupby(STEP_KEY)["length"].sum().rename("ro_len") if len(rollouts) else None
-    rewards = (rollouts.sort_values("index").groupby(STEP_KEY)["reward"].agg(tuple).rename("ro_rewards")
-               if len(rollouts) else None)
+    rewards = _rewards_by_step(rollouts) if len(rollouts) else None
     if len(pairs):
         pair_sums = pairs.assign(pl_sum=pairs["l0"] + pairs["l1"],
                                  st_sum=pairs["stage1_leaf_tokens"] + pairs["stage2_generated"])
@@ -142,13 +151,15 @@ def step_problems(steps: pd.DataFrame, rollouts: pd.DataFrame, pairs: pd.DataFra
     problems += _where(s, s["untrimmed_steps"] < s["gen_tokens"], "untrimmed steps < generated tokens")
     problems += _where(s, s["padded_prefill_tokens"] < s["prefill_tokens"], "padded prefill < prefill")
     of_run = s.groupby(list(RUN_KEYS), sort=False).indices  # each run's step rows, in ledger order
+    narrow = [c for c in (*STEP_KEY, "k", "category", "rewards", "active", "leaf_tokens", "prompt_tokens", "action",
+                          "bwd_out_tokens", "bwd_full_tokens") if c in s.columns]  # what the backward law reads
     for _, run in runs.iterrows():
         rows = of_run.get(tuple(run[k] for k in RUN_KEYS))
         if rows is None:
             continue
         mine = s.iloc[rows]
         if run.get("optimizer_step"):
-            e = _expected_backward(mine, run["optimizer_step"])
+            e = _expected_backward(mine[narrow], run["optimizer_step"])
             problems += _where(e, (e["exp_out"] != e["bwd_out_tokens"]) | (e["exp_full"] != e["bwd_full_tokens"]),
                                f"backward tokens differ from the leaves backpropagated ({run['optimizer_step']})")
         label = f"{run['arm']} h{run['horizon']} seed {run['seed']}"
