@@ -18,47 +18,8 @@ import pandas as pd
 
 from rlvr_sweep.analysis.render import Table, num
 from rlvr_sweep.analysis.source import Sweep
-from rlvr_sweep.store import RUN_KEYS
 
 FLAT_CATEGORIES = ("flat", "flat_warmup")
-
-
-def _with_cap(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """`frame`'s rows of `runs` (by their run keys), each with its run's `horizon_tokens`."""
-    caps = runs.groupby(list(RUN_KEYS), sort=False)["horizon_tokens"].first()
-    at = caps.index.get_indexer(pd.MultiIndex.from_frame(frame[list(RUN_KEYS)]))
-    kept = frame[at >= 0]
-    return kept.assign(horizon_tokens=caps.to_numpy()[at[at >= 0]])
-
-
-def _in_steps(frame: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """`frame`'s rows whose (run keys, step) is one of `steps`' rows."""
-    keys = [*RUN_KEYS, "step"]
-    return frame[pd.MultiIndex.from_frame(frame[keys]).isin(pd.MultiIndex.from_frame(steps[keys]))]
-
-
-def census_counts(steps: pd.DataFrame, rollouts: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict:
-    """The census numbers of one arm's runs (all frames already restricted to those runs)."""
-    step_keys = [*RUN_KEYS, "step"]
-    active = steps.loc[steps["active"].astype(bool), step_keys]
-    leaves = _with_cap(_in_steps(rollouts, active), runs)
-    r0 = leaves[leaves["reward"] == 0]
-    capped = r0["length"] == r0["horizon_tokens"]
-    per_step = capped.groupby([r0[k] for k in step_keys]).all()  # every R = 0 leaf of the step at the cap
-    out = {"n_runs": len(runs), "steps": len(steps), "active_steps": len(active),
-           "cap_assoc_active": int(per_step.sum()), "capr0_leaves": int(capped.sum()), "r0_leaves": len(r0)}
-    tree = pairs[~pairs["category"].isin(FLAT_CATEGORIES)] if len(pairs) else pairs
-    if not len(tree):
-        return out  # a flat arm: no divergent-pair census
-    tree = _with_cap(tree, runs)
-    div = tree[tree["r0"] != tree["r1"]]
-    l_r0 = div["l0"].where(div["r0"] == 0, div["l1"])  # the length of the leaf that failed
-    both = (div["l0"] < div["horizon_tokens"]) & (div["l1"] < div["horizon_tokens"])
-    out.update({"divergent": len(div), "shared": int(((div["pl0"] > 0) & (div["pl1"] > 0)).sum()),
-                "capr0_div": int((l_r0 == div["horizon_tokens"]).sum()),
-                "noncapr0_div": int((l_r0 < div["horizon_tokens"]).sum()), "both_lt_cap": int(both.sum()),
-                "both_lt_cap_per_run": float(both.sum()) / len(runs)})
-    return out
 
 
 def build_table2a(sweep: Sweep) -> Table:
@@ -82,8 +43,8 @@ _RUN_COUNTS = ("steps", "active_steps", "cap_assoc_active", "capr0_leaves", "r0_
 
 
 def census_by_run(steps: pd.DataFrame, rollouts: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """`census_counts`' numbers per run (indexed by run_hash), from one pass over the sweep's ledgers:
-    an arm's numbers are its runs' sums (`_unit_counts`)."""
+    """The census numbers per run (indexed by run_hash; see the module docstring), from one pass over the
+    sweep's ledgers: an arm's numbers are its runs' sums (`_unit_counts`)."""
     out = pd.DataFrame(0, index=pd.Index(runs["run_hash"].unique(), name="run_hash"), columns=list(_RUN_COUNTS))
     if not len(steps):
         return out
@@ -120,7 +81,7 @@ def census_by_run(steps: pd.DataFrame, rollouts: pd.DataFrame, pairs: pd.DataFra
 
 
 def _unit_counts(per_run: pd.DataFrame, n_runs: int) -> dict:
-    """An arm's census from its runs' rows of `census_by_run` (as `census_counts` gives it)."""
+    """An arm's census row from its runs' rows of `census_by_run`."""
     total = {k: int(v) for k, v in per_run.sum().items()}
     out = {"n_runs": n_runs, "steps": total["steps"], "active_steps": total["active_steps"],
            "cap_assoc_active": total["cap_assoc_active"], "capr0_leaves": total["capr0_leaves"],

@@ -18,8 +18,7 @@ from pathlib import Path
 import torch
 
 from rlvr_sweep.io import atomic_write
-
-CHECKPOINT = "checkpoint.pt"
+from rlvr_sweep.store.manifest import CHECKPOINT  # noqa: F401  (the file this module writes)
 
 
 class CheckpointError(RuntimeError):

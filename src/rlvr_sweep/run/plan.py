@@ -21,6 +21,7 @@ from rlvr_sweep.data.canonical import is_canonical
 from rlvr_sweep.policy import ModelLoadError, resolve_model_folder
 from rlvr_sweep.policy.architecture import EXPECTED, check_architecture
 from rlvr_sweep.store.identity import Identity, identify, model_digest, rows_digest
+from rlvr_sweep.store.manifest import CHECKPOINT
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def locate(cfg: Config) -> Plan:
 def finished_as_left(run_dir: Path) -> dict | None:
     """A finished run's run.json (with `skipped`) when nothing is left to tidy in its folder (no
     checkpoint or temporary file a kill left after DONE: `run_plan` removes those); else None."""
-    if not store.is_finished(run_dir) or (run_dir / "checkpoint.pt").exists() or any(run_dir.glob(".*.tmp-*")):
+    if not store.is_finished(run_dir) or (run_dir / CHECKPOINT).exists() or any(run_dir.glob(".*.tmp-*")):
         return None
     log.info("skipping finished run %s", run_dir)
     return {**store.read_run_json(run_dir), "skipped": True}

@@ -24,7 +24,8 @@ from pathlib import Path
 from rlvr_sweep.io import file_sha256
 
 MANIFEST = "manifest.json"
-NOT_LISTED = {MANIFEST, "DONE", "checkpoint.pt"}
+CHECKPOINT = "checkpoint.pt"  # a running run's resumable state (`run.checkpoint`), removed once it is done
+NOT_LISTED = {MANIFEST, "DONE", CHECKPOINT}
 LOGS = "logs"
 
 
