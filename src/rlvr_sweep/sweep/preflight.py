@@ -6,15 +6,36 @@ config (`config.build_config`: unknown keys, ranges, combinations) and planned a
 the identity worked out). A problem stops the whole sweep at once, naming the job, instead of failing
 job by job on the cluster. Data files and model files read once are not read again (`data.jsonl`,
 `store.identity` memoise them by file), so a grid of many jobs on the same files plans quickly.
+Jobs that differ only in plain values (`-m seed=42,101,7 train.lr=1e-6,2e-6`) are composed once and
+the values set on a copy (`job_configs`), which gives what Hydra composes for each (tested); a job
+that changes a config group, adds or deletes a key is composed by Hydra itself.
 """
 
 from __future__ import annotations
+
+import copy
 
 from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override, OverrideType
+from omegaconf import DictConfig, OmegaConf
 from rlvr_sweep.config import build_config
+
+
+CHECKED_JOBS: set[tuple[str, ...]] = set()  # every job `check_sweep` passed, as `job_part` gives it
+
+
+def job_part(overrides) -> list[str]:
+    """A job's overrides that reach its config: all but Hydra's own settings, except where Hydra finds
+    config files (a researcher's own config folder, `hydra.searchpath=[file://...]`)."""
+    return [o for o in overrides if not o.startswith("hydra") or o.startswith("hydra.searchpath=")]
+
+
+def hydra_part(overrides) -> list[str]:
+    """A job's overrides of Hydra's own settings (its launcher, folders, ...)."""
+    return [o for o in overrides if o.startswith("hydra") and not o.startswith("hydra.searchpath=")]
 
 
 class PreflightError(RuntimeError):
@@ -34,6 +55,49 @@ def sweep_jobs(conf_dir: str, overrides: list[str]) -> list[list[str]]:
     return [job for batch in BasicSweeper.split_arguments(combined, None) for job in batch]
 
 
+def job_configs(jobs: list[list[str]]):
+    """Each job's composed config (`hydra.compose`, without Hydra's own settings), in order.
+
+    Hydra composes a config from the defaults list its group overrides choose, then sets the plain
+    `key=value` overrides on it in order (`ConfigLoaderImpl._apply_overrides_to_config`). Jobs with the
+    same group overrides share that composition here, and each job's values are set on a copy the
+    same way; a job with a value on a key the config lacks or holds a mapping at (which Hydra may refuse
+    or merge) is composed by Hydra itself."""
+    loader = GlobalHydra.instance().config_loader()
+    parser = OverridesParser.create(config_loader=loader)
+    composed: dict[tuple[str, ...], DictConfig] = {}
+    for job in jobs:
+        overrides = parser.parse_overrides(job)
+        values = [o for o in overrides if _plain_value(o, loader)]
+        structure = tuple(o.input_line for o in overrides if o not in values)
+        if structure not in composed:
+            composed[structure] = compose("config", overrides=list(structure))
+        base = composed[structure]
+        if not all(_settable(base, o.key_or_group) for o in values):
+            yield compose("config", overrides=job)
+            continue
+        cfg = copy.deepcopy(base)
+        for o in values:
+            OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)  # as Hydra sets a plain override
+        yield cfg
+
+
+def _plain_value(o: Override, loader) -> bool:
+    """A plain `key=value` override (not `+`, `++` or `~`, not a config group, no package)."""
+    key = o.key_or_group
+    return (o.type == OverrideType.CHANGE and o.package is None and not o.is_sweep_override() and "[" not in key
+            and not loader.repository.group_exists(key.replace(".", "/")))
+
+
+def _settable(cfg: DictConfig, key: str) -> bool:
+    """Whether the config holds a plain value (or null) at `key`."""
+    found = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False)
+    return found is not _ABSENT and not isinstance(found, DictConfig)
+
+
+_ABSENT = object()
+
+
 def check_sweep(conf_dir: str, overrides: list[str]) -> int:
     """Compose and plan every job (`run.plan`: settings, data rows, model folder, prompt lengths; a job
     whose run is finished only as far as `run.plan.locate` finds it); returns the number of jobs checked."""
@@ -42,17 +106,17 @@ def check_sweep(conf_dir: str, overrides: list[str]) -> int:
     from rlvr_sweep.run.plan import locate
     from rlvr_sweep.store import is_finished
 
-    # Hydra's own settings do not reach a job's config, except where it finds config files (a
-    # researcher's own config folder, `hydra.searchpath=[file://...]`)
-    job_overrides = [o for o in overrides if not o.startswith("hydra") or o.startswith("hydra.searchpath=")]
+    job_overrides = job_part(overrides)
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
         jobs = sweep_jobs(conf_dir, job_overrides)
+        configs = job_configs(jobs)
         for number, job in enumerate(jobs, start=1):
             try:
-                cfg = build_config(compose("config", overrides=job))
+                cfg = build_config(next(configs))
                 check_loggers(cfg.logger)
                 if not is_finished(locate(cfg).run_dir):  # a finished run was checked when it ran
                     plan(cfg)
             except Exception as err:
                 raise PreflightError(f"job {number} of {len(jobs)} ({' '.join(job)}): {err}") from err
+    CHECKED_JOBS.update(tuple(job) for job in jobs)
     return len(jobs)
