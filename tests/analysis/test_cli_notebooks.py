@@ -97,3 +97,13 @@ def test_notebook_executes(name, smoke_sweep, tmp_path, monkeypatch):
         assert "baseline h1024 vs 12. stopped_tree h1024" in text  # the notebook's own contrast was built
     else:
         assert "PASS 3 ok" in text and (tmp_path / "out" / "table1.parquet").is_file()
+
+
+def test_the_smoke_notebook_reads_the_root_it_is_given(smoke_sweep, monkeypatch):
+    book = nbformat.read(NOTEBOOKS / "smoke_sweep.ipynb", as_version=4)
+    assert all(not c.get("outputs") for c in book.cells if c.cell_type == "code"), "commit notebooks without outputs"
+    monkeypatch.setenv("RLVR_SWEEP_ROOT", str(smoke_sweep))
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    NotebookClient(book, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    first = "".join(str(o.get("data", {}).get("text/plain", "")) for o in book.cells[1].outputs)
+    assert "stopped_tree" in first and "baseline" in first  # the smoke sweep's arms, not ../outputs/runs

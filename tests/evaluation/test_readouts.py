@@ -142,3 +142,16 @@ def test_the_run_scales_the_paper_constants():
     assert (p.max_new_tokens, p.draws, p.temperature, p.top_p, p.sample_seed_offset, p.seed) == (2048, 3, 0.6, 0.9,
                                                                                                    1000, 7)
     assert (p.margin_tokens, p.fork_start, p.fork_end) == (72, 4, 64)
+
+
+def test_sampled_progress_counts_whole_items():
+    """k = 3 draws of 200 items in batches of 64: the bar moves in whole items and ends at 200 exactly."""
+    from rlvr_sweep.evaluation.sampled import _whole_items
+
+    seen = []
+    report = _whole_items(lambda items, tokens: seen.append((items, tokens)), 3)
+    for batch in [64, 64, 72] * 3:
+        report(batch, 10)
+    assert [i for i, _ in seen] == [21, 21, 24, 22, 21, 24, 21, 22, 24]
+    assert sum(i for i, _ in seen) == 200 and all(isinstance(i, int) for i, _ in seen)
+    assert sum(t for _, t in seen) == 90  # every decoded token is still counted

@@ -128,6 +128,43 @@ def failure_report(tmp: Path, proc: subprocess.CompletedProcess | None = None) -
     return "\n".join(parts)
 
 
+# --- status while a SLURM sweep runs ----------------------------------------------------------
+
+def test_status_follows_a_slurm_sweep_while_it_runs(tmp_path):
+    """Polled while a 2-job array runs: each run is seen queued or starting under its SLURM job, then
+    running with its progress (phase, step i / N, its SLURM job), then finished; the verdict rests on
+    the states seen, the polling interval only sets how often they are looked at."""
+    from rlvr_sweep.sweep.status import sweep_states
+
+    require_controller()
+    root = tmp_path / "runs"
+    cmd = launch_cmd(tmp_path, ["+arm=ra_flat", "profile=smoke", "train.steps=6", "eval.limit=8", "-m", "seed=42,101"])
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: dict[int, list[dict]] = {42: [], 101: []}
+    try:
+        while proc.poll() is None:
+            for row in sweep_states(root):
+                seen[row["seed"]].append(row)
+            time.sleep(0.1)
+        out = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-4000:] + failure_report(tmp_path)
+    final = sweep_states(root)
+    assert [(r["seed"], r["state"]) for r in final] == [(42, "finished"), (101, "finished")], final
+    for seed, rows in seen.items():
+        states = [r["state"] for r in rows]
+        assert "running" in states, (seed, sorted(set(states)))
+        running = [r for r in rows if r["state"] == "running" and "total" in r["progress"]]
+        assert running, (seed, [r["detail"] for r in rows if r["state"] == "running"])
+        assert {r["progress"]["total"] for r in running} <= {6, 8}  # training steps, read-out items
+        assert all(re.search(r", SLURM job \d+_[01]$", r["detail"]) for r in running), running[0]["detail"]
+        before = states[:states.index("running")]
+        assert set(before) <= {"queued", "starting"}, before  # nothing else before it runs
+        assert states[-1] == "finished" or "finished" not in states or states.index("finished") > states.index("running")
+
+
 # --- (a) a 2 arms x 2 seeds smoke sweep through SLURM ------------------------------------------
 
 def test_smoke_sweep_through_slurm_is_collected(tmp_path, capsys):

@@ -256,8 +256,15 @@ def test_compare_golds_and_data_root(tmp_path):
                                "baseline:math_verify_form": 1, "math_verify:baseline_form": 0}
     [item] = out["listed"]
     assert item["gold"] == r"\pi" and item["math_verify_form"] == "pi"
+    from rlvr_sweep.verify.compare import compare_verdict
+
+    ok, line = compare_verdict({"math500": out})
+    assert ok and line.startswith("== verdict: ok: both graders accept each of the 3 golds as equal to itself; "
+                                  "on the other grader's normal form of a gold, baseline differs for 1 and math_verify for 0")
     empty = verify.compare_golds([{"id": "e", "gold": ""}])
     assert empty["failures"] == dict.fromkeys(verify.GOLD_CHECKS, 1)
+    ok, line = compare_verdict({"math500": out, "empty": empty})
+    assert not ok and line == "== verdict: FAILED: a grader rejects 2 gold(s) as equal to itself (of 4; listed above under :self)"
     with pytest.raises(verify.BadInput, match="data file not found"):
         verify.compare(tmp_path, ["gsm8k"])
     with pytest.raises(verify.BadInput, match="unknown benchmark"):

@@ -7,17 +7,23 @@ hydra-submitit-launcher waits for each job's result in turn; a job killed from o
 out-of-memory killer, a node failure) has none, and submitit's `UncompletedJobError` then ends the
 whole sweep command with a traceback and no summary. Here every job of the array is waited for, a job
 that did not finish leaves one line in its Hydra job folder (`job_error.txt`, what a job that fails
-inside the run writes too), and the sweep summary lists it among the failed runs (exit 1).
+inside the run writes too), and the sweep summary lists it among the failed runs (exit 1). A job array
+that sbatch refuses (an unknown partition) ends the sweep with one line and exit 2, and submitit's
+warning that `sacct` does not answer (a cluster without accounting) is said once, not at every poll.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra_plugins.hydra_submitit_launcher import submitit_launcher
 
+from rlvr_sweep.sweep.preflight import job_part
+from rlvr_sweep.sweep.records import add_job_ids
 from rlvr_sweep.sweep.summary import JOB_ERROR
 
 
@@ -53,6 +59,7 @@ def _every_job_waited_for(sweep_dir: Path):
     def map_array(executor, fn, *iterables):
         jobs = real(executor, fn, *iterables)
         overrides, numbers = iterables[0], iterables[2]
+        add_job_ids({tuple(job_part(o)): job.job_id for job, o in zip(jobs, overrides)}, executor.cluster)  # for `status`
         return [_WaitedJob(job, sweep_dir / str(n), o) for job, n, o in zip(jobs, numbers, overrides)]
 
     submitit.AutoExecutor.map_array = map_array
@@ -68,7 +75,33 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
             return super().launch(job_overrides, initial_job_idx)
 
 
+class _SacctOnce(logging.Filter):
+    """submitit warns at every poll when `sacct` fails (a cluster without accounting storage): said once."""
+
+    said = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "Bypassing sacct error" not in record.getMessage():
+            return True
+        if self.said:
+            return False
+        self.said = True
+        record.msg, record.args = ("sacct does not answer on this cluster (no accounting storage?): submitit follows "
+                                   "the jobs without it; its further warnings about it are not shown"), ()
+        return True
+
+
 class SlurmLauncher(submitit_launcher.SlurmLauncher):
     def launch(self, job_overrides, initial_job_idx):
-        with _every_job_waited_for(Path(str(self.config.hydra.sweep.dir))):
-            return super().launch(job_overrides, initial_job_idx)
+        from submitit.core.utils import FailedJobError
+
+        logging.getLogger("submitit").addFilter(_SacctOnce())
+
+        try:
+            with _every_job_waited_for(Path(str(self.config.hydra.sweep.dir))):
+                return super().launch(job_overrides, initial_job_idx)
+        except FailedJobError as err:  # sbatch refused the array (a partition, account or limit): nothing runs
+            said = [line.strip() for line in str(err).strip("'\"").splitlines() if line.strip()]
+            print(f"Sweep not launched: SLURM refused the job array: {' '.join(said[:2]) or err!r} "
+                  "(hydra.launcher.partition / account / limits)", file=sys.stderr, flush=True)
+            sys.exit(2)

@@ -1,8 +1,7 @@
 """`python -m rlvr_sweep.analysis tables|figures SWEEP_ROOT --out DIR` (see `rlvr_sweep.analysis.cli`)."""
 
-import sys
-
+from rlvr_sweep.io.entry import run_command
 from rlvr_sweep.analysis.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_command("python -m rlvr_sweep.analysis", main)

@@ -1,4 +1,4 @@
-"""`python -m rlvr_sweep.analysis tables|figures SWEEP_ROOT --out DIR`.
+"""`python -m rlvr_sweep.analysis tables|figures|report|union SWEEP_ROOT ...`, `... diff A B`.
 
 `tables` prints Tables 1, 2A, 2B, 3, 4 (cross-seed greedy and single-seed sampled voting), the prefix
 audit, and, when the root holds them, Table 5C (counterfactual fork-pair Arms 14-19), Tables 5A
@@ -14,6 +14,11 @@ seed; runs of one arm with other settings or inputs are other rows, labelled by 
 commands print first how many run folders they use, which rows were split and what was left out;
 the `runs` table names every folder and the row it stands behind. `--profile` and `--where KEY=VALUE`
 choose runs; the choice is saved as `DIR/selection.json`, which `verify all --tables DIR` applies.
+
+`report SWEEP_ROOT --out report.html` writes the sweep as one self-contained HTML page (provenance,
+the `verify all` verdict, every table and figure, each arm's settings against the baseline arm's:
+`analysis.html_report`); `diff A B` prints what differs between two run folders, arms or saved configs
+(`analysis.diff`).
 
 `union SWEEP_ROOT --checkpoints 15,18 --benchmark math500` prints the oracle union (Pass@k) of any
 chosen checkpoints (`ARM` is every seed of the arm, `ARM:SEED` one checkpoint; arms by paper number or
@@ -43,24 +48,31 @@ def _parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (("tables", "print and save the paper's tables"), ("figures", "write the figures"),
-                            ("union", "the oracle union / Pass@k of chosen checkpoints")):
+                            ("union", "the oracle union / Pass@k of chosen checkpoints"),
+                            ("report", "the sweep as one self-contained HTML page")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("root", help="sweep root (e.g. outputs/runs)")
         if name == "union":
             p.add_argument("--out", default=None, help="save the per-item matrix as this parquet file")
+        elif name == "report":
+            p.add_argument("--out", required=True, help="the HTML file to write (e.g. report.html)")
+            p.add_argument("--no-verify", action="store_true", help="leave out the `verify all` verdict")
         else:
             p.add_argument("--out", required=True, help="output folder")
         p.add_argument("--profile", default=None, help="only this profile's runs (smoke, paper, ...)")
         p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                        help="only runs whose config has KEY=VALUE (repeatable; e.g. --where train.steps=100 "
                             "--where eval.limit=null)")
+    sub.add_parser("diff", help="the settings, inputs and metrics that differ between two runs, arms or configs",
+                   add_help=False)  # its own arguments: `python -m rlvr_sweep.analysis diff --help`
+    for name in ("tables", "report"):
+        sub.choices[name].add_argument("--resamples", type=int, default=4000, help="bootstrap resamples (default 4000)")
+        sub.choices[name].add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     t = sub.choices["tables"]
     t.add_argument("--contrasts", default=None,
                    help=f"Table 2B rows: a YAML file or a shipped list {sorted(SHIPPED)} "
                         "(default: the list of the sweep's profile)")
     t.add_argument("--only", default=",".join(ALL_TABLES), help=f"comma-separated subset of {','.join(ALL_TABLES)}")
-    t.add_argument("--resamples", type=int, default=4000, help="bootstrap resamples (default 4000)")
-    t.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     t.add_argument("--strata-reference", default=",".join(REFERENCE_ARMS), metavar="ARMS",
                    help="the arms (paper numbers or names) whose checkpoints define the item strata (default 1-9)")
     u = sub.choices["union"]
@@ -91,6 +103,11 @@ def union(sweep, args) -> int:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["diff"]:
+        from rlvr_sweep.analysis.diff import main as diff
+
+        return diff(argv[1:])
     args = _parser().parse_args(argv)
     started = time.perf_counter()
     root = Path(args.root)
@@ -115,6 +132,13 @@ def main(argv=None) -> int:
     print("", flush=True)
     if args.command == "union":
         return union(sweep, args)
+    if args.command == "report":
+        from rlvr_sweep.analysis.html_report import write_report
+
+        path = write_report(sweep, root, args.out, verify=not args.no_verify, n_resamples=args.resamples,
+                            seed=args.seed, progress=lambda line: print(line, flush=True))
+        print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - started:.1f}s; {head})")
+        return EXIT_OK
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / SELECTION).write_text(json.dumps({"profile": args.profile, "where": args.where}, indent=2))
     if args.command == "tables":

@@ -1,16 +1,25 @@
-"""The paper's figures from the same tables (seed paper §5.1 Figure 1, §5.3 Figure 2), PNG and PDF.
+"""The paper's figures (seed paper §5.1 Figure 1, §5.3 Figure 2, training curves), as PNG and PDF.
 
-- Figure 1: per arm, trained accuracy on the main benchmark (MATH-500, else the first) and its
-  read-out cap hits, each seed a point and the mean a bar.
-- Figure 2: external accuracy (Ext240, else the main benchmark) against the Out and Full TFLOP proxies,
-  one point per run and the arm's mean marked.
-- Training curves, one figure per arm: mean reward, active fraction, mean rollout length and rollouts
-  at the horizon per step (each a 10-step rolling mean), one line per seed.
-Each function returns the files it wrote, or the reason it wrote none.
+- Figure 1: per arm, in the paper's arm order, trained accuracy on the main benchmark (MATH-500, else the
+  benchmark most arms read out) above, read-out cap hits on it below. Each arm shows its mean (Table 1's)
+  with the two-level 95 % bootstrap interval as an error bar and its seeds as points beside it; the base
+  model (Table 1's base row) is a dashed reference line. Colour: the arm's sampler family.
+- Figure 2: accuracy on Ext240 (else the main benchmark) against the Out and Full TFLOP proxies: each
+  seed a small point, each arm's mean a large marker with its two-level 95 % interval, the base model
+  a dashed line (0 training FLOPs). Colour: sampler family; marker: arm within its family.
+- Training curves, one figure per arm: mean reward, active fraction, mean rollout length and rollouts at
+  the horizon per step. Each seed's series is first smoothed by a WINDOW-step trailing rolling mean;
+  the line is the mean of those over seeds and the band spans their min to max across seeds (with three
+  seeds a min-max band shows every seed; an SD of three values would not).
+
+y-axes follow the data (seeds, intervals, base line, plus a margin), not 0, so that a 1-point
+difference is visible. Every `draw_*` returns open Figures (tests read their artists); `figure1`,
+`figure2` and `training_curves` save them and return (paths written, reason none were written or None).
 """
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -18,97 +27,334 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display is needed (CI, notebooks under nbclient)
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep  # noqa: E402
-from rlvr_sweep.analysis.table1 import cap_benchmark, run_proxies, seed_values  # noqa: E402
+from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep, item_matrix  # noqa: E402
+from rlvr_sweep.analysis.stats import bootstrap_ci  # noqa: E402
+from rlvr_sweep.analysis.table1 import build_table1, cap_benchmark, run_proxies  # noqa: E402
 
 WINDOW = 10  # steps in every curve's rolling mean: single steps (one question each) are too noisy to read
+N_RESAMPLES, BOOT_SEED = 4000, 0  # the tables' defaults (`build_tables`), so a figure's CI is Table 2B's kind
+FORMATS = ("png", "pdf")
+# sampler name (config `sampler.name`) -> (legend name, colour); fixed, so a family keeps its colour in
+# every figure and sweep. A sampler registered outside the package takes a spare colour.
+FAMILIES = {"flat": ("flat", "tab:blue"), "stopped_tree": ("stopped tree", "tab:orange"),
+            "root_restart": ("root restart", "tab:green"), "midpoint": ("midpoint", "tab:purple"),
+            "cf_fork": ("CF fork pairs", "tab:red")}
+_SPARE_COLOURS = ("tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")  # Figure 2: arms of one family
+_BASE_STYLES = ("--", ":", "-.")  # one per base model row (usually one)
+CURVES = (("mean_reward", "mean reward"), ("active", "active fraction"), ("length", "rollout length (tokens)"),
+          ("capped", "rollouts at the horizon"))
 
 
-def _save(fig, out: Path, name: str) -> list[Path]:
+# ---- what is drawn: numbers only, no matplotlib ----------------------------------------------------------
+
+def family(sweep: Sweep, unit: str) -> str:
+    """The arm's sampler (`sampler.name` of its stored config); "unknown" when the config lacks it."""
+    config = sweep.runs_of(unit)["config"].iloc[0]
+    return str(config.get("sampler.name") or "unknown") if isinstance(config, dict) else "unknown"
+
+
+def family_styles(names) -> dict[str, tuple[str, str]]:
+    """{sampler: (legend name, colour)} for the families in `names`, in their first-seen order."""
+    spare = iter(_SPARE_COLOURS * 4)
+    return {n: FAMILIES.get(n) or (n.replace("_", " "), next(spare)) for n in dict.fromkeys(names)}
+
+
+def arm_ci(sweep: Sweep, unit: str, benchmark: str, metric: str = "correct", scale: str = "percent"):
+    """(lower, upper) two-level 95 % bootstrap interval of the arm's mean `metric` (seeds and items
+    resampled, `stats.bootstrap_ci` as Table 2B uses it), in percent or, `scale="count"`, in items per
+    seed; None below two seeds (no seed level to resample: Table 2B leaves it blank too)."""
+    seeds, items, grid = item_matrix(sweep, unit, benchmark, metric)
+    if len(seeds) < 2 or not items:
+        return None
+    _, lo, hi = bootstrap_ci(grid, "two_level", N_RESAMPLES, BOOT_SEED)
+    factor = 100.0 if scale == "percent" else float(len(items))
+    return lo * factor, hi * factor
+
+
+def _arms(sweep: Sweep, table1: pd.DataFrame, bench: str, key: str, metric: str, scale: str) -> list[dict]:
+    """One dict per arm row that has `key` (Table 1's `<bench>.` or `allcap.`) read-outs: its mean and
+    per-seed values from Table 1, its interval, label and family."""
+    rows = table1[~table1["is_base"].astype(bool)] if len(table1) else table1
+    out = []
+    for _, r in rows.iterrows():
+        seeds = r.get(f"{key}.per_seed")
+        if not isinstance(seeds, list) or not seeds:
+            continue
+        out.append({"unit": r["unit"], "label": r["label"], "family": family(sweep, r["unit"]),
+                    "mean": float(r[f"{key}.mean"]), "seeds": [float(v) for v in seeds],
+                    "ci": arm_ci(sweep, r["unit"], bench, metric, scale)})
+    return out
+
+
+def _bases(table1: pd.DataFrame, key: str) -> list[tuple[str, float]]:
+    """(label, value) of Table 1's base model rows that read `key` out."""
+    if not len(table1) or f"{key}.mean" not in table1.columns:
+        return []
+    rows = table1[table1["is_base"].astype(bool)]
+    return [(r["label"], float(r[f"{key}.mean"])) for _, r in rows.iterrows() if pd.notna(r[f"{key}.mean"])]
+
+
+def limits(values, pad_min: float = 0.5) -> tuple[float, float]:
+    """y-limits around every value drawn (seeds, interval ends, base lines) with an 8 % margin (at least
+    `pad_min`), so that the differences fill the panel instead of the distance from 0."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
+    lo, hi = float(v.min()), float(v.max())
+    pad = max(0.08 * (hi - lo), pad_min)
+    return lo - pad, hi + pad
+
+
+def curve_band(steps: pd.DataFrame, seeds, column: str, window: int = WINDOW) -> pd.DataFrame:
+    """Per step (1-based, index `step`): `mean`, `lo`, `hi` over seeds of each seed's `window`-step
+    trailing rolling mean of `column` ("length": leaf tokens per rollout). A step some seeds lack is
+    summarised over the seeds that have it."""
+    per_seed = {}
+    for seed in seeds:
+        s = steps[steps["seed"] == seed].sort_values("step")
+        if not len(s):
+            continue
+        if column == "length":  # per rollout: leaf tokens over the step's rollouts
+            y = s["leaf_tokens"] / s["rewards"].map(len).replace(0, np.nan)
+        else:
+            y = s[column].astype(float)
+        per_seed[seed] = pd.Series(y.rolling(window, min_periods=1).mean().to_numpy(), index=s["step"] + 1)
+    grid = pd.DataFrame(per_seed)  # (steps, seeds)
+    grid.index.name = "step"
+    return pd.DataFrame({"mean": grid.mean(axis=1), "lo": grid.min(axis=1), "hi": grid.max(axis=1),
+                         "n": grid.notna().sum(axis=1)})
+
+
+# ---- drawing ------------------------------------------------------------------------------------------------
+
+def _arm_axis(ax, labels: list[str]) -> None:
+    """Arm labels under the x-axis: wrapped at spaces and level while they fit, upright when many."""
+    x = np.arange(len(labels))
+    if len(labels) <= 8:
+        ax.set_xticks(x, [textwrap.fill(s, 16, break_long_words=False) for s in labels], fontsize=8)
+    else:
+        ax.set_xticks(x, labels, fontsize=8, rotation=90)
+    ax.set_xlim(-0.6, len(labels) - 0.4)
+
+
+def _mean_with_ci(ax, x: float, arm: dict, gid: str, **style) -> tuple[float, float]:
+    """The arm's mean at x (gid `<gid>:mean:<unit>`) with its interval as an error bar (`<gid>:ci:<unit>`;
+    none for a single seed). Returns the interval's ends (the mean twice without one)."""
+    mean, ci = arm["mean"], arm["ci"]
+    yerr = None if ci is None else [[mean - ci[0]], [ci[1] - mean]]
+    bars = ax.errorbar(x, mean, yerr=yerr, zorder=3, **style)
+    bars.lines[0].set_gid(f"{gid}:mean:{arm['unit']}")
+    if ci is not None:
+        bars.lines[2][0].set_gid(f"{gid}:ci:{arm['unit']}")
+    return ci if ci is not None else (mean, mean)
+
+
+def _draw_arms(ax, arms: list[dict], styles: dict, gid: str) -> list[float]:
+    """Each arm at x = its position: mean with its interval (gid `<gid>:ci:<unit>`) and its seeds as hollow
+    points just right of it. Returns every y drawn, for the limits."""
+    ys = []
+    for i, a in enumerate(arms):
+        if not a["seeds"]:  # this arm has no values in this panel: its place stays empty
+            continue
+        colour = styles[a["family"]][1]
+        lo, hi = _mean_with_ci(ax, i - 0.08, a, gid, fmt="o", ms=6, color=colour, elinewidth=1.6, capsize=4)
+        offsets = np.linspace(-0.05, 0.05, len(a["seeds"])) if len(a["seeds"]) > 1 else np.zeros(1)
+        ax.scatter(i + 0.16 + offsets, a["seeds"], s=16, facecolors="none", edgecolors=colour, linewidths=1,
+                   zorder=3, gid=f"{gid}:seeds:{a['unit']}")
+        ys += [*a["seeds"], lo, hi]
+    return ys
+
+
+def _draw_bases(axes, bases: list[tuple[str, float]], gid: str) -> list[float]:
+    """The base model's value as a dashed line across each of `axes` (gid `<gid>:base:<label>`)."""
+    for ax in axes:
+        for (label, y), style in zip(bases, _BASE_STYLES * 4):
+            ax.axhline(y, color="0.25", ls=style, lw=1.1, zorder=1, gid=f"{gid}:base:{label}")
+    return [y for _, y in bases]
+
+
+def _base_handles(bases: list) -> list[Line2D]:
+    return [Line2D([], [], color="0.25", ls=s, label=label) for (label, _), s in zip(bases, _BASE_STYLES * 4)]
+
+
+def _figure1_legend(fig, styles: dict, bases: list) -> None:
+    """Families, the two marks and the base line(s), right of the panels: constrained layout keeps it
+    clear of them, and the title sits on the top panel, so it cannot run into the legend."""
+    handles = [Patch(color=c, label=name) for name, c in styles.values()]
+    handles += [Line2D([], [], color="0.3", marker="o", lw=1.6, label="mean, 95 % CI\n(two-level bootstrap)"),
+                Line2D([], [], color="0.3", marker="o", ls="none", mfc="none", label="seeds")]
+    fig.legend(handles=handles + _base_handles(bases), loc="outside right upper", fontsize=8, frameon=False)
+
+
+def draw_figure1(sweep: Sweep) -> tuple[Figure | None, str | None]:
+    """Figure 1 (module docstring), or None and why. Panels: accuracy above, cap hits below; each arm's
+    artists carry gids `accuracy:` / `caps:` + `mean:`, `ci:`, `seeds:` + unit, the base lines
+    `<panel>:base:<label>`."""
+    bench = cap_benchmark(sweep)
+    table1 = build_table1(sweep).frame if bench else pd.DataFrame()
+    acc = _arms(sweep, table1, bench, bench, "correct", "percent") if bench else []
+    if not acc:
+        return None, "no trained read-outs to plot"
+    caps = {a["unit"]: a for a in _arms(sweep, table1, bench, "allcap", "capped", "count")}
+    styles = family_styles(a["family"] for a in acc)
+    width = max(5, 1.0 * len(acc) + 1.5) if len(acc) <= 8 else 0.35 * len(acc) + 2
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, height_ratios=(3, 2), figsize=(width + 1.8, 5.4),
+                                      layout="constrained")
+    name = BENCHMARK_NAMES.get(bench, bench)
+    bases = _bases(table1, bench)
+    top.set_ylim(*limits(_draw_arms(top, acc, styles, "accuracy") + _draw_bases([top], bases, "accuracy")))
+    top.set_ylabel(f"{name} accuracy (%)")
+    cap_arms = [caps.get(a["unit"]) or {**a, "seeds": []} for a in acc]  # same x positions as above
+    cap_bases = _bases(table1, "allcap")
+    ys = _draw_arms(bottom, cap_arms, styles, "caps") + _draw_bases([bottom], cap_bases, "caps")
+    bottom.set_ylim(*limits(ys or [0.0]))
+    bottom.yaxis.set_major_locator(MaxNLocator(4, integer=True))  # counts of responses
+    bottom.set_ylabel("read-out cap hits")
+    _arm_axis(bottom, [a["label"] for a in acc])
+    for ax in (top, bottom):
+        ax.grid(axis="y", alpha=0.3)
+    top.set_title(f"Figure 1: {name} after training, per arm")
+    _figure1_legend(fig, styles, bases)
+    return fig, None
+
+
+def _figure2_arms(sweep: Sweep, bench: str, table1: pd.DataFrame) -> list[dict]:
+    """Figure 1's arms of `bench` with each seed's (out, full) proxies; arms without a parameter count
+    (no FLOPs) are left out."""
+    arms = []
+    for a in _arms(sweep, table1, bench, bench, "correct", "percent"):
+        runs = sweep.runs_of(a["unit"])
+        if not runs["params"].notna().all():
+            continue
+        table_row = table1[table1["unit"] == a["unit"]].iloc[0]
+        cost = {r["seed"]: run_proxies(r) for _, r in runs.iterrows()}
+        order = [s for s in table_row[f"{bench}.seeds"] if s in cost]  # Table 1's seeds, in its order
+        acc = dict(zip(table_row[f"{bench}.seeds"], a["seeds"]))
+        arms.append({**a, "points": [(cost[s]["out"], cost[s]["full"], acc[s]) for s in order]})
+    return arms
+
+
+def _markers(arms: list[dict]) -> list[str]:
+    """A marker per arm: the arms of one family (one colour) told apart by shape, in order."""
+    seen: dict[str, int] = {}
+    out = []
+    for a in arms:
+        k = seen[a["family"]] = seen.get(a["family"], -1) + 1
+        out.append(_MARKERS[k % len(_MARKERS)])
+    return out
+
+
+def draw_figure2(sweep: Sweep) -> tuple[Figure | None, str | None]:
+    """Figure 2 (module docstring), or None and why; gids `cost0:` (Out) / `cost1:` (Full) + `mean:` or `ci:`
+    + unit, the base lines `figure2:base:<label>`."""
+    names = sweep.benchmarks()
+    bench = "ext240" if "ext240" in names else cap_benchmark(sweep)
+    table1 = build_table1(sweep).frame if bench else pd.DataFrame()
+    arms = _figure2_arms(sweep, bench, table1) if bench else []
+    if not arms:
+        return None, "no trained read-outs with a parameter count to plot"
+    styles = family_styles(a["family"] for a in arms)
+    fig, axes = plt.subplots(1, 2, sharey=True, figsize=(10, 4.2), layout="constrained")
+    ys = []
+    for a, marker in zip(arms, _markers(arms)):
+        colour = styles[a["family"]][1]
+        for ax, column in zip(axes, (0, 1)):
+            xs = [p[column] for p in a["points"]]
+            ax.scatter(xs, [p[2] for p in a["points"]], s=14, color=colour, marker=marker, alpha=0.45, lw=0)
+            lo, hi = _mean_with_ci(ax, float(np.mean(xs)), a, f"cost{column}", fmt=marker, ms=7, color=colour,
+                                   mec="black", mew=0.6, capsize=3, label=a["label"])
+        ys += [p[2] for p in a["points"]] + [lo, hi]
+    bases = _bases(table1, bench)
+    ys += _draw_bases(axes, bases, "figure2")
+    axes[0].set_ylim(*limits(ys))
+    for ax, label in zip(axes, ("Out TFLOPs: (2 gen + 6 bwd_out) P", "Full TFLOPs: [2 (pref + gen) + 6 bwd_full] P")):
+        ax.set_xlabel(label)
+        ax.xaxis.set_major_locator(MaxNLocator(4))  # long tick labels (0.0125, ...) must not run together
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(f"{BENCHMARK_NAMES.get(bench, bench)} accuracy (%)")
+    handles = axes[0].get_legend_handles_labels()[0] + _base_handles(bases)
+    # under the panels, not beside them: a side legend starts at the top and can run into the title
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 3), fontsize=8, frameon=False,
+               title="arm: mean with 95 % CI (two-level bootstrap); small points: seeds", title_fontsize=8)
+    fig.suptitle("Figure 2: accuracy against training compute")
+    return fig, None
+
+
+def curve_names(sweep: Sweep) -> dict[str, str]:
+    """{unit: file stem} of every arm row with a steps ledger: `curves_<profile>_<arm>_h<horizon>`, plus
+    the row's group hash when one arm has several rows (other settings or inputs)."""
+    units = [u for u in sweep.units() if len(sweep.rows("steps", unit=u))]
+    stems = {}
+    for u in units:
+        first = sweep.runs_of(u).iloc[0]
+        stems.setdefault(f"curves_{first['profile']}_{first['arm']}_h{first['horizon']}", []).append(u)
+    return {u: stem if len(us) == 1 else f"{stem}_{u[:8]}" for stem, us in stems.items() for u in us}
+
+
+def draw_curves(sweep: Sweep, unit: str) -> Figure:
+    """One arm's training curves (see the module docstring); the mean line has gid `mean:<column>`, the
+    band `band:<column>`."""
+    steps = sweep.rows("steps", unit=unit)
+    seeds = list(sweep.runs_of(unit)["seed"])  # the paper's seed order
+    sampler = family(sweep, unit)
+    colour = family_styles([sampler])[sampler][1]  # the arm's colour in Figures 1 and 2
+    fig, axes = plt.subplots(2, 2, sharex=True, figsize=(8.5, 5.4), layout="constrained")
+    for ax, (column, title) in zip(axes.flat, CURVES):
+        band = curve_band(steps, seeds, column)
+        ax.plot(band.index, band["mean"], color=colour, lw=1.5, gid=f"mean:{column}")
+        several = band["n"] > 1  # a band of one seed would be a line: none is drawn there
+        ax.fill_between(band.index, band["lo"], band["hi"], where=several, color=colour, alpha=0.25, lw=0,
+                        gid=f"band:{column}")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))
+    for ax in axes[1]:
+        ax.set_xlabel("step")
+    fig.suptitle(f"{sweep.label(unit)}: {WINDOW}-step rolling means, {len(seeds)} seed{'s' * (len(seeds) > 1)}")
+    fig.legend(handles=[Line2D([], [], color=colour, lw=1.5, label="mean over seeds"),
+                        Patch(color=colour, alpha=0.25, label="min to max over seeds")],
+               loc="outside lower center", ncols=2, fontsize=8, frameon=False)
+    return fig
+
+
+# ---- saving -----------------------------------------------------------------------------------------------
+
+def _save(fig: Figure, out, name: str, formats) -> list[Path]:
+    """`out/<name>.<format>` for each of `formats` (any file type matplotlib writes); closes the figure."""
+    supported = fig.canvas.get_supported_filetypes()
+    bad = [f for f in formats if f not in supported]
+    if bad or not formats:
+        plt.close(fig)
+        raise ValueError(f"formats {list(formats)}: each must be one of {sorted(supported)}")
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{name}.png", out / f"{name}.pdf"]
-    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
+    paths = [out / f"{name}.{f}" for f in formats]
+    for path in paths:
+        fig.savefig(path, dpi=150)  # PDF is vector for the paper; PNG at 150 dpi keeps the HTML report small
     plt.close(fig)
     return paths
 
 
-def figure1(sweep: Sweep, out) -> tuple[list[Path], str | None]:
-    bench = cap_benchmark(sweep)
-    units = [u for u in sweep.units() if bench and seed_values(sweep, u, bench, "correct")]
-    if not units:
-        return [], "no trained read-outs to plot"
-    fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.1 * len(units) + 4), 4.5))
-    x = np.arange(len(units))
-    for ax, column, how, ylabel in ((axes[0], "correct", "mean", "accuracy (%)"),
-                                    (axes[1], "capped", "sum", "read-out cap hits")):
-        for i, u in enumerate(units):
-            vals = list(seed_values(sweep, u, bench, column, how=how).values())
-            ax.bar(i, np.mean(vals), color="C0", alpha=0.35, width=0.6)
-            ax.scatter(np.full(len(vals), i) + np.linspace(-0.15, 0.15, len(vals)), vals, color="C0", s=18, zorder=3)
-        ax.set_xticks(x, [sweep.label(u) for u in units], rotation=45, ha="right", fontsize=8)
-        ax.set_ylabel(ylabel)
-    name = BENCHMARK_NAMES.get(bench, bench)
-    axes[0].set_title(f"{name}: trained accuracy (points: seeds, bars: mean)")
-    axes[1].set_title(f"{name}: responses that hit the read-out cap")
-    return _save(fig, Path(out), "figure1"), None
+def figure1(sweep: Sweep, out, *, formats=FORMATS) -> tuple[list[Path], str | None]:
+    fig, why = draw_figure1(sweep)
+    return (_save(fig, out, "figure1", formats), None) if fig is not None else ([], why)
 
 
-def figure2(sweep: Sweep, out) -> tuple[list[Path], str | None]:
-    names = sweep.benchmarks()
-    bench = "ext240" if "ext240" in names else cap_benchmark(sweep)
-    units = [u for u in sweep.units() if bench and seed_values(sweep, u, bench, "correct")
-             and sweep.runs_of(u)["params"].notna().all()]
-    if not units:
-        return [], "no trained read-outs with a parameter count to plot"
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
-    for i, u in enumerate(units):
-        runs = sweep.runs_of(u)
-        acc = seed_values(sweep, u, bench, "correct")
-        cost = {r["seed"]: run_proxies(r) for _, r in runs.iterrows()}
-        seeds = [s for s in acc if s in cost]
-        for ax, key in ((axes[0], "out"), (axes[1], "full")):
-            xs, ys = [cost[s][key] for s in seeds], [acc[s] for s in seeds]
-            ax.scatter(xs, ys, color=f"C{i % 10}", s=14, alpha=0.5)
-            ax.scatter(np.mean(xs), np.mean(ys), color=f"C{i % 10}", s=60, marker="D", label=sweep.label(u))
-    for ax, title in ((axes[0], "Out TFLOPs (2 gen + 6 bwd_out) P"), (axes[1], "Full TFLOPs [2 (pref + gen) + 6 bwd_full] P")):
-        ax.set_xlabel(title)
-        ax.xaxis.set_major_locator(MaxNLocator(5))  # long tick labels (0.0125, ...) must not overlap
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel(f"{BENCHMARK_NAMES.get(bench, bench)} accuracy (%)")
-    axes[1].legend(fontsize=7, loc="best")
-    fig.suptitle("External accuracy against training compute (points: seeds, diamonds: arm means)")
-    return _save(fig, Path(out), "figure2"), None
+def figure2(sweep: Sweep, out, *, formats=FORMATS) -> tuple[list[Path], str | None]:
+    fig, why = draw_figure2(sweep)
+    return (_save(fig, out, "figure2", formats), None) if fig is not None else ([], why)
 
 
-def training_curves(sweep: Sweep, out) -> tuple[list[Path], str | None]:
-    units = [u for u in sweep.units() if len(sweep.steps[sweep.steps["unit"] == u])]
-    if not units:
+def training_curves(sweep: Sweep, out, *, formats=FORMATS) -> tuple[list[Path], str | None]:
+    names = curve_names(sweep)
+    if not names:
         return [], "no run has a steps ledger"
-    written, stems = [], {}
-    for u in units:
-        first = sweep.runs_of(u).iloc[0]
-        stems.setdefault(f"curves_{first['profile']}_{first['arm']}_h{first['horizon']}", []).append(u)
-    name = {u: stem if len(us) == 1 else f"{stem}_{u[:8]}" for stem, us in stems.items() for u in us}
-    for u in units:
-        steps = sweep.steps[sweep.steps["unit"] == u]
-        fig, axes = plt.subplots(1, 4, figsize=(16, 3.4))
-        for seed in sweep.runs_of(u)["seed"]:  # the paper's seed order
-            s = steps[steps["seed"] == seed].sort_values("step")
-            leaves = s["rewards"].map(len).replace(0, np.nan)
-            curves = (s["mean_reward"], s["active"].astype(float), s["leaf_tokens"] / leaves, s["capped"])
-            for ax, y in zip(axes, curves):
-                ax.plot(s["step"] + 1, y.rolling(WINDOW, min_periods=1).mean(), label=f"seed {seed}", lw=1)
-        for ax, title in zip(axes, ("mean reward", "active fraction", "mean rollout length (tokens)",
-                                    "rollouts at the horizon")):
-            ax.set_title(f"{title} ({WINDOW}-step mean)", fontsize=9)
-            ax.set_xlabel("step")
-        axes[0].legend(fontsize=7)
-        fig.suptitle(f"Training curves: {sweep.label(u)}")
-        written += _save(fig, Path(out), name[u])  # an arm with several rows: each row's group hash too
-    return written, None
+    return [p for u, name in names.items() for p in _save(draw_curves(sweep, u), out, name, formats)], None
 
 
 FIGURES = {"figure1": figure1, "figure2": figure2, "curves": training_curves}

@@ -134,6 +134,7 @@ def _probe_locked(args, out: Path) -> int:
             raise ValueError(f"--num-threads must be at least 1, got {threads}")
         torch.set_num_threads(int(threads))  # as the run did: a tiny model on many threads mostly waits
     started = time.time()
+    log.info("probe: loading the donor %s and the recipient %s", donor["label"], recipient["label"])
     policies = {role: load_policy(ModelConfig(name=role, hub_id=None, path=c["model"], **model_kw))
                 for role, c in (("donor", donor), ("recipient", recipient))}
     grader = (cfg.get("grader") or {}).get("name", "baseline")

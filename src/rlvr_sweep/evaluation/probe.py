@@ -92,6 +92,7 @@ def run_probe(donor, recipient, benchmarks: dict[str, list[dict]], settings: Pro
         prompts = encode_prompts(recipient.tokenizer, [r["problem"] for r in rows])
         decoded = {}
         for role, policy in (("donor", donor), ("recipient", recipient)):
+            log.info("probe: %s's greedy read-out of %s (%d items) ...", role, name, len(rows))
             gen = decode_readout(policy.model, prompts, schedule=s.schedule, engine=s.engine, batch_size=s.batch_size,
                                  max_new_tokens=s.cap, eos_id=policy.eos_id, pad_id=policy.pad_id, temperature=0.0,
                                  top_p=1.0)
@@ -118,6 +119,7 @@ def run_probe(donor, recipient, benchmarks: dict[str, list[dict]], settings: Pro
                 specs.append((row, item, prompt, *cuts[condition]))
         if not specs:
             continue
+        log.info("probe: condition %s, %d continuations ...", condition, len(specs))
         cont = continue_prefixes(recipient.model, [sp[2] for sp in specs], [sp[3] for sp in specs], cap=s.cap,
                                  batch_size=s.continuation_batch_size, min_new=s.min_continuation, engine=s.engine,
                                  eos_id=recipient.eos_id, pad_id=recipient.pad_id)

@@ -32,8 +32,7 @@ def evaluate_sampled(policy, rows: list[dict], *, benchmark: str, phase: str, se
     prompts = encode_prompts(policy.tokenizer, [r["problem"] for r in rows])
     seed = settings.sample_seed_offset + settings.seed
     generator = torch.Generator(device=policy.device).manual_seed(seed)
-    # progress in items: each draw covers every item once
-    report = (lambda items, tokens: on_batch(items / settings.draws, tokens)) if on_batch else None
+    report = _whole_items(on_batch, settings.draws) if on_batch else None
     graded = []
     for draw in range(settings.draws):
         gen = decode_readout(policy.model, prompts, schedule=settings.schedule, engine=settings.engine,
@@ -46,3 +45,18 @@ def evaluate_sampled(policy, rows: list[dict], *, benchmark: str, phase: str, se
                            "readout": readout, "draw": draw, "draws": settings.draws, "sample_seed": seed,
                            "temperature": settings.temperature, "top_p": settings.top_p})
     return graded
+
+
+def _whole_items(on_batch, draws: int):
+    """Progress in whole items: each draw covers every item once, so `draws` responses are one item
+    (reported when its last response is decoded, never as a fraction such as 199.99999999999994/200)."""
+    responses = reported = 0
+
+    def report(decoded: int, tokens: int) -> None:
+        nonlocal responses, reported
+        responses += decoded
+        whole = responses // draws
+        on_batch(whole - reported, tokens)
+        reported = whole
+
+    return report

@@ -46,9 +46,9 @@ def load_policy(cfg: ModelConfig, folder: Path | None = None) -> Policy:
         raise ModelLoadError(f"unknown model.dtype {cfg.dtype!r}; valid: {sorted(DTYPES)}")
     folder = resolve_model_folder(cfg) if folder is None else Path(folder)
     device = _pick_device(cfg.device)
-    try:  # never trust_remote_code: a folder whose config asks for code of its own is refused
+    try:  # never trust_remote_code (a config asking for code of its own gets the library's class), never a pickle
         tokenizer = AutoTokenizer.from_pretrained(folder)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[cfg.dtype])
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[cfg.dtype], use_safetensors=True)
     except Exception as err:  # noqa: BLE001  (whatever a user's folder holds, it is named in one line)
         first = (str(err).strip().splitlines() or ["no detail"])[0][:300]
         raise ModelLoadError(f"model {cfg.path or cfg.hub_id!r} cannot be loaded from {folder}: "

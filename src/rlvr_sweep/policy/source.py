@@ -64,8 +64,14 @@ def _model_folder(path: str) -> Path:
             f"model.path={path!r} is not a model folder (no config.json in {folder}). "
             "Point model.path at a folder saved with save_pretrained (config.json, weights, tokenizer)."
         )
-    if not any(f.suffix in WEIGHT_SUFFIXES for f in folder.iterdir()):
-        raise ModelLoadError(f"model.path={path!r} holds no weight files ({', '.join(WEIGHT_SUFFIXES)}) in {folder}")
+    suffixes = {f.suffix for f in folder.iterdir()}
+    if ".safetensors" not in suffixes:
+        pickled = sorted(suffixes & set(WEIGHT_SUFFIXES))
+        raise ModelLoadError(
+            f"model.path={path!r} holds no *.safetensors weights in {folder}"
+            + (f" (only pickled ones, {', '.join(pickled)}: a pickle checkpoint is never loaded, since a replaced "
+               "file could run code; where you trust it, save it again with save_pretrained(..., "
+               "safe_serialization=True))" if pickled else ""))
     return folder
 
 

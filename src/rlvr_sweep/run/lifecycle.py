@@ -35,6 +35,7 @@ from rlvr_sweep.run import checkpoint, readouts, train
 from rlvr_sweep.run.plan import Plan, data_canonical, plan
 from rlvr_sweep.run.loggers import check_loggers, open_loggers
 from rlvr_sweep.run.progress import Progress
+from rlvr_sweep.store import beacon
 from rlvr_sweep.store.identity import changed_inputs, model_digest
 from rlvr_sweep.store.schema import TABLE_KEYS
 from rlvr_sweep.update import TailAverage, make_adamw
@@ -63,7 +64,9 @@ def run_plan(p: Plan) -> dict:
         hf_logging.disable_progress_bar()  # the run reports its own progress
         policy = load_policy(cfg.model, p.model_folder)
         resume = _resume_or_start(cfg, run_dir, identity)
-        with _run_log(run_dir / LOGS / "run.log"):
+        resumed_at = resume["progress"]["step"] if resume and not resume.get("from_grades") else None
+        with _run_log(run_dir / LOGS / "run.log"), beacon.beacon_for(run_dir, phase="starting",
+                                                                     checkpoint_step=resumed_at) as signal:
             info = _run_info(cfg, run_dir, policy, resume, identity)
             loggers = None
             try:
@@ -92,6 +95,7 @@ def run_plan(p: Plan) -> dict:
                     loggers.close()
                 static_engine.release(policy.model)  # the fast engines' caches and graphs
                 vllm_engine.release(policy.model)
+            signal.remove()  # a sealed folder holds no progress file
             store.finish(run_dir)
             _tidy(run_dir)
             _log_summary(info)
@@ -234,6 +238,11 @@ def _run_info(cfg: Config, run_dir, policy, resume, identity) -> dict:
     }
     if resume and cfg.task == "train" and not resume.get("from_grades"):
         info["resumed_from_step"] = resume["progress"]["step"]
+    if cfg.task == "evaluate":
+        info["eval_name"] = cfg.eval.name
+        of = store.checkpoint_of(cfg.model.path)
+        if of:
+            info["readout_of"] = of  # the run whose checkpoint this reads out (shown by its summary)
     return info
 
 
@@ -296,6 +305,8 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
     def save(state: train.TrainState) -> None:
         checkpoint.save(run_dir, model=policy.model, optimizer=optimizer, generator=generator, tail=tail,
                         progress=state.state_dict())
+        if beacon.current():
+            beacon.current().update(checkpoint_step=state.step)  # what a relaunch after a kill resumes from
 
     if cfg.eval.before and not state.base_done:
         _read_out(cfg, policy, eval_sets, "base", grade, state, run_dir, keys, loggers, step=0)

@@ -3,7 +3,8 @@ lines elsewhere (SLURM logs, files), both with done / total, rate, tokens/s and 
 
 tqdm rewrites its line with carriage returns, which a log file keeps as one endless line; so when
 the stream is not a terminal the same figures (tqdm's own formatting) go to the run's logger every
-`every_s` seconds and once at the end.
+`every_s` seconds and once at the end. Each update also rewrites the run's progress file when one is
+open (`store.beacon`: what `status` shows of a running run).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import time
 
 from tqdm import tqdm
 
+from rlvr_sweep.store import beacon
+
 log = logging.getLogger(__name__)
 PLAIN_EVERY_S = 30.0
 
@@ -23,7 +26,7 @@ class Progress:
                  every_s: float = PLAIN_EVERY_S):
         self.total, self.desc, self.unit, self.every_s = total, desc, unit, every_s
         self.n, self.initial, self.tokens, self.postfix = initial, initial, 0, ""
-        self.started = self.last_line = time.monotonic()
+        self.started = self.last_line = self.last_update = time.monotonic()
         stream = stream or sys.stderr
         self.bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, file=stream, dynamic_ncols=True,
                         leave=False) if stream.isatty() else None
@@ -39,6 +42,19 @@ class Progress:
             self.bar.update(n)
         elif time.monotonic() - self.last_line >= self.every_s:
             self._line(elapsed)
+        self._beacon(elapsed)
+
+    def _beacon(self, elapsed: float) -> None:
+        """The run's progress file: this phase's done / total, rate and ETA (`store.beacon`)."""
+        now, signal = time.monotonic(), beacon.current()
+        last, self.last_update = now - self.last_update, now
+        if signal is None:
+            return
+        done = self.n - self.initial
+        rate = done / elapsed if done else None
+        signal.update(phase=self.desc, done=self.n, total=self.total, unit=self.unit, last_seconds=round(last, 3),
+                      tokens_per_s=round(self.tokens / elapsed, 1) if self.tokens else None,
+                      eta_s=round((self.total - self.n) / rate, 1) if rate else None)
 
     def _line(self, elapsed: float) -> None:
         self.last_line = time.monotonic()

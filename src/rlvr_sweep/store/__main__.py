@@ -1,8 +1,7 @@
 """`python -m rlvr_sweep.store collect ROOT --out PREFIX`: one parquet file per table of a sweep."""
 
-import sys
-
+from rlvr_sweep.io.entry import run_command
 from rlvr_sweep.store.collect_files import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_command("python -m rlvr_sweep.store", main)

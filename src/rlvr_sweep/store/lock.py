@@ -65,3 +65,24 @@ def run_lock(run_dir: Path, wait: bool = False):
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def lock_holder(run_dir: Path) -> dict | None:
+    """The holder's {pid, host, started} while some process holds the run's lock, else None. Asks the
+    kernel (a non-blocking shared `flock`, released at once), so a dead holder's file reads as free."""
+    path = lock_path(run_dir)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None  # never locked
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            info = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        except ValueError:
+            info = {}
+        return info if isinstance(info, dict) else {}
+    finally:
+        os.close(fd)
+    return None

@@ -43,14 +43,36 @@ def config_dict(cfg: Config) -> dict:
 def run_dir_for(cfg: Config, run_hash: str) -> Path:
     """`{out_root}/{profile}/{arm}/h{horizon}_s{seed}_{run_hash}`; the horizon is in paper tokens (the
     rollouts of a profile with `length_scale` < 1 are shorter: see `rollout_cap` in every table). A
-    read-out of a checkpoint (task=evaluate) goes to `{out_root}/{profile}/evaluate/{label}_s{seed}_{run_hash}`,
-    `label` being the arm when one is set, else the checkpoint folder's name (its run's, for a
-    `<run>/model` folder). `run.plan(cfg).run_dir` finds a command's folder."""
+    read-out of a checkpoint (task=evaluate) goes to
+    `{out_root}/{profile}/evaluate/{label}_{eval.name}_b{eval.batch_size}_s{seed}_{run_hash}`, `label` being
+    the arm when one is set, else the checkpoint folder's name (its run's, for a `<run>/model` folder),
+    so the read-outs of one checkpoint are told apart by name; a finished read-out made before the eval
+    name and batch were in the name stays where it is (`{label}_s{seed}_{run_hash}`).
+    `run.plan(cfg).run_dir` finds a command's folder."""
     if cfg.task == "evaluate":
         folder = Path(cfg.model.path or "checkpoint")
         label = cfg.arm if cfg.arm != "custom" else (folder.parent.name if folder.name == "model" else folder.name)
-        return Path(cfg.run.out_root) / cfg.profile.name / "evaluate" / f"{label}_s{cfg.seed}_{run_hash}"
+        home = Path(cfg.run.out_root) / cfg.profile.name / "evaluate"
+        earlier = home / f"{label}_s{cfg.seed}_{run_hash}"
+        if is_finished(earlier):
+            return earlier
+        return home / f"{label}_{cfg.eval.name}_b{cfg.eval.batch_size}_s{cfg.seed}_{run_hash}"
     return Path(cfg.run.out_root) / cfg.profile.name / cfg.arm / f"h{cfg.horizon.tokens}_s{cfg.seed}_{run_hash}"
+
+
+def checkpoint_of(model_path) -> dict | None:
+    """For a read-out of a run's saved model (`<run>/model`): that run's arm, paper arm, horizon, seed and
+    hash (from its run.json), which the read-out's summary shows; None for any other folder."""
+    if not model_path:
+        return None
+    folder = Path(str(model_path))
+    if folder.name != "model" or not (folder.parent / RUN_JSON).is_file():
+        return None
+    try:
+        info = read_run_json(folder.parent)
+    except (OSError, ValueError):
+        return None
+    return {k: info.get(k) for k in ("arm", "paper_arm", "horizon", "seed", "run_hash", "profile")}
 
 
 def is_finished(run_dir: Path) -> bool:

@@ -88,7 +88,10 @@ def _hydra_entry(raw) -> dict:
                 _exit_with(err, EXIT_BAD_INPUT)
             if isinstance(err, OSError):  # the machine's doing (a full disk, a vanished mount): not a bug
                 _exit_with(err, EXIT_FAILED)
-            raise
+            traceback.print_exc()
+            print("rlvr_sweep: this is a bug in rlvr_sweep, not a mistake in the command (the traceback above says "
+                  "where); please report it with the command line", file=sys.stderr, flush=True)
+            sys.exit(EXIT_FAILED)
         log.exception("run failed; the sweep goes on")
         (job_dir / JOB_ERROR).write_text(f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
         return {"status": "failed", "error": repr(err)}
@@ -109,11 +112,28 @@ def main() -> None:
     # our launcher presets extend the submitit plugin's schema-backed configs of the same name
     warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/submitit_(slurm|local)' is validated against ConfigStore schema",
                             category=UserWarning)
+    if sys.argv[1:2] == ["status"]:  # `python -m rlvr_sweep status ROOT`: no Hydra, no torch
+        from rlvr_sweep.sweep.status_cli import main as status
+
+        sys.exit(status(sys.argv[2:]))
     register_configs()
     sys.argv = normalize_argv(sys.argv)
     if any(a in MULTIRUN_FLAGS for a in sys.argv[1:2]) and not any(a.startswith("--") for a in sys.argv[2:]):
         _preflight(sys.argv[2:])
+    elif not any(a.startswith("-") for a in sys.argv[1:]):
+        _check_line(sys.argv[1:])
     _hydra_entry()
+
+
+def _check_line(overrides: list[str]) -> None:
+    """A single run's line composed before Hydra runs it, so a mistake in it is one line and exit 2
+    (Hydra's own report is a page and exit 1)."""
+    from rlvr_sweep.sweep.preflight import composition_problem
+
+    problem = composition_problem(str(CONF_DIR), overrides)
+    if problem:
+        print(f"rlvr_sweep: {problem}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_BAD_INPUT)
 
 
 def _preflight(overrides: list[str]) -> None:

@@ -14,6 +14,7 @@ that changes a config group, adds or deletes a key is composed by Hydra itself.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -22,6 +23,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, OverrideType
 from omegaconf import DictConfig, OmegaConf
 from rlvr_sweep.config import build_config
+from rlvr_sweep.sweep.records import write_records
 
 
 CHECKED_JOBS: set[tuple[str, ...]] = set()  # every job `check_sweep` passed, as `job_part` gives it
@@ -98,25 +100,86 @@ def _settable(cfg: DictConfig, key: str) -> bool:
 _ABSENT = object()
 
 
-def check_sweep(conf_dir: str, overrides: list[str]) -> int:
+def check_sweep(conf_dir: str, overrides: list[str], record: bool = True) -> int:
     """Compose and plan every job (`run.plan`: settings, data rows, model folder, prompt lengths; a job
-    whose run is finished only as far as `run.plan.locate` finds it); returns the number of jobs checked."""
+    whose run is finished only as far as `run.plan.locate` finds it); returns the number of jobs checked.
+    With `record`, the jobs are written down for `status` (`sweep.records`)."""
     from rlvr_sweep.run import plan
     from rlvr_sweep.run.loggers import check_loggers
-    from rlvr_sweep.run.plan import locate
     from rlvr_sweep.store import is_finished
 
-    job_overrides = job_part(overrides)
+    def check(cfg, run_dir) -> None:
+        check_loggers(cfg.logger)
+        if not is_finished(run_dir):  # a finished run was checked when it ran
+            plan(cfg)
+
+    jobs = located_jobs(conf_dir, overrides, check)
+    CHECKED_JOBS.update(tuple(job["overrides"]) for job in jobs)
+    if record:
+        write_records(jobs, overrides)
+    return len(jobs)
+
+
+def located_jobs(conf_dir: str, overrides: list[str], check=None) -> list[dict]:
+    """Every job of the sweep composed, built and located (`run.plan.locate`), as `job_record`s, each
+    also passed to `check(cfg, run_dir)`; the first job that fails raises PreflightError naming it."""
+    from rlvr_sweep.run.plan import locate
+
+    located = []
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
-        jobs = sweep_jobs(conf_dir, job_overrides)
+        try:
+            jobs = sweep_jobs(conf_dir, job_part(overrides))
+        except Exception as err:  # the line itself: an unknown option, key or value
+            raise PreflightError(f"the command line ({' '.join(overrides)}): {one_line(err)}") from err
         configs = job_configs(jobs)
         for number, job in enumerate(jobs, start=1):
             try:
                 cfg = build_config(next(configs))
-                check_loggers(cfg.logger)
-                if not is_finished(locate(cfg).run_dir):  # a finished run was checked when it ran
-                    plan(cfg)
+                run_dir = locate(cfg).run_dir
+                if check:
+                    check(cfg, run_dir)
             except Exception as err:
-                raise PreflightError(f"job {number} of {len(jobs)} ({' '.join(job)}): {err}") from err
-    CHECKED_JOBS.update(tuple(job) for job in jobs)
-    return len(jobs)
+                raise PreflightError(f"job {number} of {len(jobs)} ({' '.join(job)}): {one_line(err)}") from err
+            located.append(job_record(number, job, cfg, run_dir))
+    return located
+
+
+def one_line(err: BaseException) -> str:
+    """Hydra's message on one line: its first line, the options it lists (comma-separated), the cause
+    it wraps (`Error merging override train.lr=abc: Value 'abc' ... could not be converted to Float`), and
+    for a horizon that is not an option, the setting that takes any length."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()
+             and not line.strip().startswith(("Config search path", "provider=", "full_key:", "object_type=",
+                                               "reference_type="))]
+    if not lines:
+        return type(err).__name__
+    if len(lines) > 1 and lines[1].startswith("Available options"):
+        text = f"{lines[0]} ({lines[1].rstrip(':').lower()}: {', '.join(lines[2:])})"
+    else:
+        text = " ".join(lines)
+    cause = err.__cause__
+    if cause is not None and str(cause).strip() and str(cause).strip().splitlines()[0] not in text:
+        text += f": {one_line(cause)}"
+    if "Could not find 'horizon/" in text:
+        text += "; a rollout cap of any length: horizon.tokens=N (in paper tokens)"
+    return text
+
+
+def composition_problem(conf_dir: str, overrides: list[str]) -> str | None:
+    """Why a single run's command line does not compose (unknown option, key or value), on one line;
+    None when it composes."""
+    with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
+        try:
+            compose("config", overrides=job_part(overrides))
+        except Exception as err:  # noqa: BLE001  (Hydra's and OmegaConf's errors: the line's mistake)
+            return one_line(err)
+    return None
+
+
+def job_record(number: int, job: list[str], cfg, run_dir) -> dict:
+    """What `status` shows of a job before its run folder exists (`sweep.records`)."""
+    from rlvr_sweep.config import paper_arm
+
+    return {"number": number, "overrides": job, "arm": cfg.arm, "paper_arm": paper_arm(cfg), "seed": cfg.seed,
+            "horizon": cfg.horizon.tokens, "profile": cfg.profile.name, "out_root": str(Path(cfg.run.out_root).resolve()),
+            "run_dir": str(Path(run_dir).resolve())}

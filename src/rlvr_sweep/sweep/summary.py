@@ -40,8 +40,10 @@ def accuracy_frame(infos: list[dict]) -> pd.DataFrame:
 def format_summary(infos: list[dict]) -> str:
     """One line per run and benchmark: base and trained (or, for task=evaluate, the checkpoint's) greedy
     accuracy. `horizon` is in paper tokens, as in the run folder's name; `caps` are the rollout and
-    read-out caps the run actually used, in its profile's tokens (64/256 in the smoke profile)."""
-    header = (f"{'arm':<18} {'paper':<6} {'hash':<8} {'seed':>5} {'horizon':>7} {'caps':>9} {'status':<9} "
+    read-out caps the run actually used, in its profile's tokens (64/256 in the smoke profile). A read-out
+    of a run's checkpoint shows that run's arm (with the read-out's name: `ra_flat:sampled_k3`), paper arm
+    and horizon."""
+    header = (f"{'arm':<24} {'paper':<6} {'hash':<8} {'seed':>5} {'horizon':>7} {'caps':>9} {'status':<9} "
               f"{'benchmark':<12} {'base':>6} {'trained':>7} {'delta':>7} {'wall_s':>7}")
     lines = [header]
     for info in infos:
@@ -50,12 +52,15 @@ def format_summary(infos: list[dict]) -> str:
         names = sorted({n for by_name in acc.values() for n in by_name}) or ["-"]
         caps = f"{info.get('rollout_cap', '?')}/{info.get('readout_cap', '?')}"
         status = "skipped" if info.get("skipped") else info.get("status", "?")
+        of = info.get("readout_of") or {}  # a read-out of a run's checkpoint: that run's arm and horizon
+        arm = f"{of['arm']}:{info.get('eval_name', 'eval')}" if of.get("arm") else info.get("arm", "?")
+        paper, horizon = (of.get("paper_arm"), of.get("horizon")) if of else (info.get("paper_arm"), info.get("horizon", "?"))
         for name in names:
             base, trained = acc.get("base", {}).get(name), after.get(name)
             delta = trained - base if base is not None and trained is not None else None
             lines.append(
-                f"{info.get('arm', '?'):<18} {info.get('paper_arm') or '-':<6} {info.get('run_hash', '-'):<8} "
-                f"{info.get('seed', '?'):>5} {info.get('horizon', '?'):>7} {caps:>9} {status:<9} {name:<12} "
+                f"{arm:<24} {paper or '-':<6} {info.get('run_hash', '-'):<8} "
+                f"{info.get('seed', '?'):>5} {horizon:>7} {caps:>9} {status:<9} {name:<12} "
                 f"{_pct(base):>6} {_pct(trained):>7} {_pct(delta, signed=True):>7} "
                 f"{info.get('wall_seconds', float('nan')):>7.1f}")
     return "\n".join(lines)

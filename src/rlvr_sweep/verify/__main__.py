@@ -1,8 +1,7 @@
 """`python -m rlvr_sweep.verify regrade|compare|compare-run ...` (see `rlvr_sweep.verify.cli`)."""
 
-import sys
-
+from rlvr_sweep.io.entry import run_command
 from rlvr_sweep.verify.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_command("python -m rlvr_sweep.verify", main)

@@ -1,6 +1,6 @@
 """Check stored grades against the verifier, compare graders, and run the paper's PASS 1-4.
 
-`python -m rlvr_sweep.verify all SWEEP_ROOT [--tables DIR] [--margin-items N] [--device cpu]`
+`python -m rlvr_sweep.verify all SWEEP_ROOT [--tables DIR] [--margin-items N] [--device cpu] [--json FILE]`
     PASS 1 (every stored grade and rollout reward regraded, each finished run folder intact against
     its manifest), PASS 2 (analytic checks: sampler laws by exact enumeration, Proposition 2,
     zero-gradient AdamW), PASS 3 (pair conservation laws, token totals from the ledgers, Tables 1-3
@@ -38,7 +38,9 @@
     vs the *other* verifier's normal form of it (graders.py defines both normal forms: baseline =
     `grading.normalize(gold)`, math_verify = `str()` of Math-Verify's parsed value of `$gold$`).
     A check that returns False is a disagreement; prints the counts per benchmark and check, and
-    the first `--show` (20) disagreeing items per benchmark with their total.
+    the first `--show` (20) disagreeing items per benchmark with their total, then a verdict: exit 0
+    when each grader accepts every gold as equal to itself, 1 when one does not. Golds that fail only
+    against the other grader's normal form are counted, not failures (the forms differ by design).
 
 `python -m rlvr_sweep.verify compare-run OUTPUT_DIR [--all]`
     Re-extracts every stored eval response (default fallback) and grades the same extracted answer
@@ -58,9 +60,10 @@ import os
 import sys
 from pathlib import Path
 
+from rlvr_sweep.io import atomic_write_json
 from rlvr_sweep.reward import graders
 from rlvr_sweep.verify.compare import (
-    COMPARE_FILES, DEFAULT_SHOW, BadInput, _label, compare, compare_run, find_runs, format_compare,
+    COMPARE_FILES, DEFAULT_SHOW, BadInput, _label, compare, compare_run, compare_verdict, find_runs, format_compare,
     format_compare_run,
 )
 from rlvr_sweep.verify.passes import run_all
@@ -85,6 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--margin-items", type=int, default=3,
                    help="PASS 4: items per fork read-out and probe re-run through the model (default 3)")
     p.add_argument("--device", default="cpu", help="PASS 4: where the checkpoints are loaded (default cpu)")
+    p.add_argument("--json", default=None, metavar="FILE",
+                   help="also write the verdict as JSON: [{name, ok, summary, problems, seconds}] per pass")
     p = sub.add_parser("regrade", help="recompute stored grades and rewards; exit 1 on disagreement")
     p.add_argument("output_dir", help="one run folder or a sweep root")
     p.add_argument("--all", action="store_true", help="include unfinished runs (no DONE marker)")
@@ -128,6 +133,10 @@ def _run_all(args) -> int:
     results = run_all(args.output_dir, args.tables, echo=lambda r: _print(r.lines()), margin_items=args.margin_items,
                       device=args.device)
     failed = [r.name for r in results if not r.ok]
+    if args.json:
+        atomic_write_json(Path(args.json), {"root": str(args.output_dir), "passes": [
+            {"name": r.name, "ok": r.ok, "summary": r.summary, "problems": r.problems, "seconds": round(r.seconds, 2)}
+            for r in results]})
     print(f"== verify all: {len(results) - len(failed)}/{len(results)} passes ok "
           f"({sum(r.seconds for r in results):.1f}s)" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return EXIT_DISAGREE if failed else EXIT_OK
@@ -143,8 +152,10 @@ def main(argv=None) -> int:
             return _run_regrade(args)
         if args.command == "compare":
             benchmarks = [b.strip() for b in args.benchmarks.split(",") if b.strip()]
-            compare(args.data_root, benchmarks, args.limit, args.show,
-                    echo=lambda name, r: _print(format_compare(name, r)))
+            ok, verdict = compare_verdict(compare(args.data_root, benchmarks, args.limit, args.show,
+                                                  echo=lambda name, r: _print(format_compare(name, r))))
+            print(verdict)
+            return EXIT_OK if ok else EXIT_DISAGREE
         else:
             out = compare_run(args.output_dir, finished_only=not args.all, show=args.show,
                               echo=lambda r: _print(format_compare_run(r)))

@@ -185,6 +185,23 @@ def format_compare(name: str, r: dict) -> list[str]:
     return lines
 
 
+def compare_verdict(results: dict) -> tuple[bool, str]:
+    """(ok, the verdict line) of `compare`'s results: ok when each grader accepts every gold as equal
+    to itself. A gold the other grader's normal form of it does not match is expected (the forms are
+    not interchangeable: `Interval(-9, 9)` is not baseline syntax, `x**2` not LaTeX) and counted."""
+    golds = sum(r["items"] for r in results.values())
+    count = lambda check: sum(r["failures"].get(check, 0) for r in results.values())  # noqa: E731
+    selves = count("baseline:self") + count("math_verify:self")
+    cross = {"baseline": count("baseline:math_verify_form"), "math_verify": count("math_verify:baseline_form")}
+    if selves:
+        return False, (f"== verdict: FAILED: a grader rejects {selves} gold(s) as equal to itself "
+                       f"(of {golds}; listed above under :self)")
+    return True, (f"== verdict: ok: both graders accept each of the {golds} golds as equal to itself; on the other "
+                  f"grader's normal form of a gold, baseline differs for {cross['baseline']} and math_verify for "
+                  f"{cross['math_verify']} (the two normal forms are not interchangeable, so a run grades with one "
+                  "grader throughout: grader.name)")
+
+
 # ---------------------------------------------------------------- compare graders on a run
 def _grade_both(row: dict) -> dict:
     extracted = grading.extract_answer(_value(row["response"]))

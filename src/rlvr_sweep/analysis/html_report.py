@@ -1,0 +1,204 @@
+"""`python -m rlvr_sweep.analysis report ROOT --out report.html`: a sweep handed over as one page.
+
+One self-contained HTML file: styles inline, figures inlined as PNG data, no script and no address
+outside the file, so it opens the same from a mail attachment, a cluster's scratch disk or a browser
+with no network. In order:
+
+1. provenance: the root, when and by which code version the runs were made (every distinct commit),
+   the data check (canonical files or not), how many run folders stand behind the tables and the
+   notes on those left out (the runs table, at the end, names every folder and why);
+2. the `verify all` verdict, one line per pass with its problems (`--no-verify` leaves it out, saying so);
+3. the tables as `analysis tables` builds them (Tables 1-5, the audits and diagnostics the sweep has);
+4. Figures 1 and 2, and each arm's training curves (`analysis.figures`);
+5. each arm row's settings as its difference from the baseline arm's (the paper's Arm 1, `baseline`,
+   when the sweep has it; else the first row), from the runs' own `config.yaml` (`analysis.diff`);
+6. the runs table (every folder found, the row it stands behind or why it was left out), folded.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rlvr_sweep.analysis.report import OPTIONAL_TABLES, build_tables, header_lines
+from rlvr_sweep.analysis.source import Sweep
+
+STYLE = """
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
+       color: #1d1d1f; line-height: 1.45; padding: 0 1em; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 2em; }
+h3 { font-size: 1.05em; margin-top: 1.6em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; display: block; overflow-x: auto; }
+th, td { border: 1px solid #d0d0d0; padding: 3px 8px; text-align: left; white-space: nowrap; }
+th { background: #f3f3f5; } tr:nth-child(even) td { background: #fafafa; }
+.ok { color: #137333; font-weight: 600; } .failed { color: #b3261e; font-weight: 600; }
+.note { color: #555; font-size: 0.9em; } .why { color: #8a6d00; }
+img { max-width: 100%; border: 1px solid #eee; margin: 0.4em 0; }
+nav a { margin-right: 1em; } code { background: #f3f3f5; padding: 0 3px; }
+"""
+
+
+def write_report(sweep: Sweep, root, out, *, verify: bool = True, n_resamples: int = 4000, seed: int = 0,
+                 progress=print) -> Path:
+    """Build every section (module docstring) and write the page to `out`; returns its path."""
+    started = time.perf_counter()
+    progress("tables ...")
+    tables = build_tables(sweep, None, n_resamples, seed)
+    tables = {n: t for n, t in tables.items() if not (n in OPTIONAL_TABLES and t.why)}
+    progress("figures ...")
+    figures = _figures(sweep)
+    verdict = _verify(root, progress) if verify else None
+    progress("configs ...")
+    parts = [
+        f"<h1>Sweep report: {_e(root)}</h1>",
+        f"<p class='note'>Written {time.strftime('%Y-%m-%d %H:%M')} by <code>python -m rlvr_sweep.analysis report</code>"
+        f" in {time.perf_counter() - started:.0f}s.</p>",
+        "<nav>" + "".join(f"<a href='#{a}'>{t}</a>" for a, t in (("provenance", "Provenance"), ("verify", "Verify"),
+                                                                   ("tables", "Tables"), ("figures", "Figures"),
+                                                                   ("configs", "Configs"), ("runs", "Runs"))) + "</nav>",
+        _provenance(sweep, root),
+        _verify_section(verdict),
+        "<h2 id='tables'>Tables</h2>", *(_table(t) for n, t in tables.items() if n != "runs"),
+        "<h2 id='figures'>Figures</h2>", *(_figure(name, png) for name, png in figures.items()),
+        _configs(sweep),
+        "<h2 id='runs'>Runs</h2><details><summary>Every run folder and the row it stands behind "
+        f"({len(sweep.provenance)} folders)</summary>{_table(tables['runs'])}</details>" if "runs" in tables else "",
+    ]
+    page = ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>Sweep report: {_e(root)}</title><style>{STYLE}</style></head><body>"
+            + "\n".join(parts) + "</body></html>")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    from rlvr_sweep.io import atomic_write_bytes
+
+    atomic_write_bytes(out, page.encode())
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _e(value) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _provenance(sweep: Sweep, root) -> str:
+    lines = [*header_lines(sweep, root), _code_line(sweep)]
+    notes = [n for n in sweep.notes if n not in lines]
+    return ("<h2 id='provenance'>Provenance</h2><ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>"
+            + ("<h3>Notes</h3><ul>" + "".join(f"<li class='note'>{_e(n)}</li>" for n in notes) + "</ul>" if notes else ""))
+
+
+def _code_line(sweep: Sweep) -> str:
+    """The code versions the runs were made with (run.json `code`): each commit, and how many runs."""
+    runs = sweep.runs
+    if "code.commit" not in runs.columns:
+        return "code: not recorded by these runs"
+    dirty = runs["code.dirty"] if "code.dirty" in runs.columns else [False] * len(runs)
+    counts: dict[str, int] = {}
+    for commit, changed in zip(runs["code.commit"], dirty):
+        label = f"commit {str(commit)[:12]}" + (" with uncommitted changes" if changed is True else "")
+        counts[label] = counts.get(label, 0) + 1
+    return "code: " + "; ".join(f"{label} ({n} runs)" for label, n in sorted(counts.items()))
+
+
+def _verify(root, progress) -> list[dict]:
+    """`verify all ROOT` run as its own command (the verifier rebuilds what analysis builds, so it stands
+    above this stage), its verdict read back from its `--json` file."""
+    progress("verify all ...")
+    with tempfile.TemporaryDirectory(prefix="rlvr_report_") as scratch:
+        verdict = Path(scratch) / "verify.json"
+        proc = subprocess.run([sys.executable, "-m", "rlvr_sweep.verify", "all", str(root), "--json", str(verdict)],
+                              capture_output=True, text=True)
+        for line in proc.stdout.splitlines():
+            if line.startswith(("PASS", "==")):
+                progress(line)
+        if not verdict.is_file():
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            return [{"name": "verify all", "ok": False, "summary": f"did not run to the end (exit {proc.returncode})",
+                     "problems": [tail], "seconds": 0.0}]
+        return json.loads(verdict.read_text())["passes"]
+
+
+def _verify_section(results) -> str:
+    head = "<h2 id='verify'>Verify</h2>"
+    if results is None:
+        return head + "<p class='why'>Not run (<code>--no-verify</code>): run <code>python -m rlvr_sweep.verify all ROOT</code>.</p>"
+    rows = []
+    for r in results:
+        verdict = "<span class='ok'>ok</span>" if r["ok"] else f"<span class='failed'>FAILED ({len(r['problems'])})</span>"
+        problems = "".join(f"<li>{_e(p)}</li>" for p in r["problems"][:20])
+        rows.append(f"<tr><td>{_e(r['name'])}</td><td>{verdict}</td><td style='white-space:normal'>{_e(r['summary'])}"
+                    + (f"<ul>{problems}</ul>" if problems else "") + f"</td><td>{r['seconds']:.1f}s</td></tr>")
+    overall = "every pass ok" if all(r["ok"] for r in results) else "some passes FAILED"
+    return head + f"<p>verify all: <b>{overall}</b></p><table><tr><th>pass</th><th>verdict</th><th>what it checked</th>" \
+                  f"<th>time</th></tr>{''.join(rows)}</table>"
+
+
+def _table(t) -> str:
+    head = f"<h3 id='{_e(t.name)}'>{_e(t.title)}</h3>"
+    if t.why:
+        return head + f"<p class='why'>Not built: {_e(t.why)}</p>"
+    frame = t.display
+    cells = "".join("<tr>" + "".join(f"<td>{_e(_cell(v))}</td>" for v in row) + "</tr>"
+                    for row in frame.itertuples(index=False))
+    body = f"<table><tr>{''.join(f'<th>{_e(c)}</th>' for c in frame.columns)}</tr>{cells}</table>"
+    notes = "".join(f"<li>{_e(n)}</li>" for n in t.notes)
+    return head + body + (f"<ul class='note'>{notes}</ul>" if notes else "")
+
+
+def _cell(value) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return str(value)
+
+
+def _figures(sweep: Sweep) -> dict[str, bytes | str]:
+    """{name: PNG bytes, or the reason it was not drawn}, each figure drawn once into a scratch folder."""
+    from rlvr_sweep.analysis.figures import FIGURES
+
+    drawn: dict[str, bytes | str] = {}
+    with tempfile.TemporaryDirectory(prefix="rlvr_report_") as scratch:
+        for name, draw in FIGURES.items():
+            paths, why = draw(sweep, scratch, formats=("png",))
+            if why:
+                drawn[name] = why
+            for path in paths:
+                drawn[Path(path).stem] = Path(path).read_bytes()
+    return drawn
+
+
+def _figure(name: str, png) -> str:
+    title = {"figure1": "Figure 1", "figure2": "Figure 2"}.get(name, name.replace("curves_", "Training curves: "))
+    if isinstance(png, str):
+        return f"<h3>{_e(title)}</h3><p class='why'>Not drawn: {_e(png)}</p>"
+    data = base64.b64encode(png).decode()
+    return f"<h3>{_e(title)}</h3><img alt='{_e(title)}' src='data:image/png;base64,{data}'>"
+
+
+def _configs(sweep: Sweep) -> str:
+    from rlvr_sweep.analysis.diff import config_difference, resolve_side
+
+    head = "<h2 id='configs'>Configs</h2>"
+    units = sweep.units()
+    if not units:
+        return head + "<p class='why'>No arm row.</p>"
+    configs = {u: resolve_side(str(sweep.runs_of(u).iloc[0]["run_dir"])).config for u in units}
+    base = next((u for u in units if sweep.runs_of(u).iloc[0]["arm"] == "baseline"), units[0])
+    out = [head, f"<p>Each arm row's settings that differ from <b>{_e(sweep.label(base))}</b>'s "
+                 "(the first run of each row; the runs of one row differ only in their seed).</p>"]
+    for u in units:
+        if u == base:
+            continue
+        rows = [(k, a, b) for k, a, b in config_difference(configs[base], configs[u]) if k != "seed"]
+        cells = "".join(f"<tr><td><code>{_e(k)}</code></td><td>{_e(a)}</td><td>{_e(b)}</td></tr>" for k, a, b in rows)
+        out.append(f"<h3>{_e(sweep.label(u))}</h3>" + (
+            f"<table><tr><th>setting</th><th>{_e(sweep.label(base))}</th><th>{_e(sweep.label(u))}</th></tr>{cells}</table>"
+            if rows else "<p>No setting differs (other inputs or the seed only).</p>"))
+    return "\n".join(out)

@@ -1,0 +1,101 @@
+"""`python -m rlvr_sweep status ROOT` (or `rlvr-sweep status`): every run of a sweep and its state.
+
+    python -m rlvr_sweep status outputs/runs                 # one row per run, totals per state and arm
+    python -m rlvr_sweep status outputs/runs --watch         # redrawn every 5 s until Ctrl-C
+    python -m rlvr_sweep status outputs/runs --json          # the rows as JSON, for scripts
+    python -m rlvr_sweep status -- +arm=stopped_tree horizon=1024 -m seed=42,101,7
+                                                             # the runs this sweep would make, and what a
+                                                             # relaunch would do with each
+
+The states are described in `rlvr_sweep.sweep.status`. Exit 0 when the rows were read, 2 on a bad
+root or a sweep command that does not compose (one line naming the problem).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from rlvr_sweep.sweep.status import STATES, planned_states, sweep_states, totals
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+COLUMNS = (("arm", "arm"), ("paper_arm", "paper"), ("horizon", "horizon"), ("seed", "seed"), ("state", "state"),
+           ("detail", "detail"))
+
+
+def main(argv: list[str]) -> int:
+    sweep_args = None
+    if "--" in argv:
+        at = argv.index("--")
+        argv, sweep_args = argv[:at], argv[at + 1:]
+    parser = argparse.ArgumentParser(prog="python -m rlvr_sweep status", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("root", nargs="?", help="the runs' root (run.out_root, e.g. outputs/runs)")
+    parser.add_argument("--watch", nargs="?", type=float, const=5.0, default=None, metavar="SECONDS",
+                        help="redraw every SECONDS (default 5) until interrupted")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument("--runs", action="store_true", help="also print each run's folder")
+    args = parser.parse_args(argv)
+    if (args.root is None) == (sweep_args is None):
+        parser.error("give either ROOT or `-- <sweep command's overrides>`")
+    if args.root is not None and not Path(args.root).is_dir():
+        print(f"status: error: {args.root} is not a folder", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        read = (lambda: sweep_states(args.root)) if sweep_args is None else _planned(sweep_args)
+        rows = read()
+    except ValueError as err:
+        print(f"status: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return EXIT_OK
+    if args.watch is None:
+        print("\n".join(render(rows, planned=sweep_args is not None, runs=args.runs)))
+        return EXIT_OK
+    try:
+        while True:
+            screen = render(rows, planned=sweep_args is not None, runs=args.runs)
+            sys.stdout.write("\x1b[H\x1b[2J" + time.strftime("%H:%M:%S ") + f"(every {args.watch:g}s, Ctrl-C ends)\n"
+                             + "\n".join(screen) + "\n")
+            sys.stdout.flush()
+            time.sleep(args.watch)
+            rows = read()
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def _planned(overrides: list[str]):
+    """A reader of the states of the jobs the sweep command would make (composed once)."""
+    from rlvr_sweep.sweep.cli import CONF_DIR, normalize_argv
+    from rlvr_sweep.sweep.preflight import PreflightError, located_jobs
+
+    line = [a for a in normalize_argv(["status", *overrides])[1:] if a not in ("-m", "--multirun")]
+    try:
+        jobs = located_jobs(str(CONF_DIR), line)
+    except PreflightError as err:
+        raise ValueError(f"the sweep does not compose: {err}") from None
+    return lambda: planned_states(jobs)
+
+
+def render(rows: list[dict], planned: bool = False, runs: bool = False) -> list[str]:
+    """The table, then the totals per state and per arm."""
+    columns = [*COLUMNS, *((("would", "a relaunch would"),) if planned else ()), *((("run_dir", "run"),) if runs else ())]
+    cells = [[_cell(r.get(key)) for key, _ in columns] for r in rows]
+    widths = [max([len(title), *(len(c[i]) for c in cells)]) for i, (_, title) in enumerate(columns)]
+    lines = ["  ".join(title.ljust(w) for (_, title), w in zip(columns, widths)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    by_state, by_arm = totals(rows)
+    order = [*STATES, "new", *sorted(set(by_state) - set(STATES) - {"new"})]
+    lines.append("")
+    lines.append(f"{len(rows)} runs: " + ", ".join(f"{by_state[s]} {s}" for s in order if s in by_state))
+    for arm, counts in by_arm.items():
+        lines.append(f"  {arm}: " + ", ".join(f"{counts[s]} {s}" for s in order if s in counts))
+    return lines
+
+
+def _cell(value) -> str:
+    return "" if value is None else str(value)
