@@ -102,15 +102,15 @@ def _probe(args) -> int:
     if (out / store.DONE_MARKER).is_file():
         print(f"{out} already holds a finished probe; nothing to do")
         return EXIT_OK
+    donor, recipient = checkpoint_of(args.donor), checkpoint_of(args.recipient)  # a wrong path: before anything is written
     with store.run_lock(out):
         if (out / store.DONE_MARKER).is_file():  # finished while this process waited to start
             print(f"{out} already holds a finished probe; nothing to do")
             return EXIT_OK
-        return _probe_locked(args, out)
+        return _probe_locked(args, out, donor, recipient)
 
 
-def _probe_locked(args, out: Path) -> int:
-    donor, recipient = checkpoint_of(args.donor), checkpoint_of(args.recipient)
+def _probe_locked(args, out: Path, donor: dict, recipient: dict) -> int:
     cfg = recipient["config"] or donor["config"]
     data = DataConfig(**{k: v for k, v in (cfg.get("data") or {}).items() if k in DataConfig.__dataclass_fields__})
     if args.data_root:

@@ -106,10 +106,8 @@ def _aligned(table: pa.Table, unified: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=unified)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m rlvr_sweep.store collect ROOT --out PREFIX [--allow-skipped]`."""
+def _parser():
     import argparse
-    import sys
 
     parser = argparse.ArgumentParser(prog="python -m rlvr_sweep.store")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -118,7 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--out", required=True, help="output prefix: writes OUT.<table>.parquet")
     c.add_argument("--allow-skipped", action="store_true",
                    help="collect the intact runs and exit 0 even when others are skipped (they are listed)")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m rlvr_sweep.store collect ROOT --out PREFIX [--allow-skipped]`."""
+    import sys
+
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     started = time.perf_counter()
     try:
         done = collect_to_files(args.root, args.out, allow_skipped=args.allow_skipped)

@@ -31,13 +31,7 @@ def main(argv: list[str]) -> int:
     if "--" in argv:
         at = argv.index("--")
         argv, sweep_args = argv[:at], argv[at + 1:]
-    parser = argparse.ArgumentParser(prog="python -m rlvr_sweep status", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("root", nargs="?", help="the runs' root (run.out_root, e.g. outputs/runs)")
-    parser.add_argument("--watch", nargs="?", type=float, const=5.0, default=None, metavar="SECONDS",
-                        help="redraw every SECONDS (default 5) until interrupted")
-    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
-    parser.add_argument("--runs", action="store_true", help="also print each run's folder")
+    parser = _parser()
     args = parser.parse_args(argv)
     if (args.root is None) == (sweep_args is None):
         parser.error("give either ROOT or `-- <sweep command's overrides>`")
@@ -66,6 +60,17 @@ def main(argv: list[str]) -> int:
             rows = read()
     except KeyboardInterrupt:
         return EXIT_OK
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m rlvr_sweep status", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("root", nargs="?", help="the runs' root (run.out_root, e.g. outputs/runs)")
+    parser.add_argument("--watch", nargs="?", type=float, const=5.0, default=None, metavar="SECONDS",
+                        help="redraw every SECONDS (default 5) until interrupted")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument("--runs", action="store_true", help="also print each run's folder")
+    return parser
 
 
 def _planned(overrides: list[str]):
