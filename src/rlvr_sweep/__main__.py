@@ -5,9 +5,10 @@ import sys
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["status"]:  # neither Hydra nor torch: a quick look at a sweep
+        from rlvr_sweep.io.entry import run_command
         from rlvr_sweep.sweep.status_cli import main as status
 
-        sys.exit(status(sys.argv[2:]))
+        run_command("python -m rlvr_sweep status", lambda: status(sys.argv[2:]))
     from rlvr_sweep.sweep.cli import main
 
     main()

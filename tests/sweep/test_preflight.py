@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 from hydra_plugins.rlvr_sweep_launchers.sweeper import CheckedSweeper
 from rlvr_sweep.sweep import preflight
 from rlvr_sweep.sweep.cli import normalize_overrides, register_configs
-from tests.conftest import CONF_DIR
+from tests.conftest import CONF_DIR, REPO
 
 GRIDS = [
     ["+arm=ra_flat", "profile=smoke", "seed=42,101,7", "train.lr=1e-6,2.5e-6"],  # values only: one composition
@@ -18,6 +18,7 @@ GRIDS = [
     ["+arm=ra_flat,stopped_tree", "seed=1,2", "eval.limit=null,5"],  # a group swept: one composition per arm
     ["+arm=cf_grpo", "profile=smoke", "+train.extra=3", "seed=1,2"],  # an added key: Hydra composes
     ["+sweep=smoke_grid"],
+    ["+arm=rloo_flat", f"hydra.searchpath=[file://{REPO / 'examples' / 'rloo' / 'conf'}]", "seed=1,2"],  # a config folder of one's own
 ]
 
 

@@ -1,7 +1,7 @@
 """Problems and gold answers: MATH training rows, benchmark files, and the embedded toy task.
 
 Every row handed to training or evaluation is a dict with at least `id`, `problem` and `answer`
-(strings). JSONL files live under `data.root` (README: where each file comes from); a missing or
+(strings). JSONL files live under `data.root` (docs/configuration.md: where each file comes from); a missing or
 malformed file fails with the file, the line and what is wrong.
 """
 

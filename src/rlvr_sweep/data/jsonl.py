@@ -25,7 +25,8 @@ def read_jsonl(path: Path) -> list[dict]:
     plans every job on the same files); each call gets its own copies of the rows."""
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"data file not found: {path} (set data.root or RLVR_SWEEP_DATA to the folder holding it; see README)")
+        raise DataError(f"data file not found: {path} (set data.root or RLVR_SWEEP_DATA to the folder holding it; "
+                        "`python -m rlvr_sweep.data prepare` makes the files: docs/configuration.md)")
     st = path.stat()
     key = (os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if key not in _READ:

@@ -112,10 +112,11 @@ def main() -> None:
     # our launcher presets extend the submitit plugin's schema-backed configs of the same name
     warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/submitit_(slurm|local)' is validated against ConfigStore schema",
                             category=UserWarning)
-    if sys.argv[1:2] == ["status"]:  # `python -m rlvr_sweep status ROOT`: no Hydra, no torch
+    if sys.argv[1:2] == ["status"]:  # `rlvr-sweep status ROOT`: no torch
+        from rlvr_sweep.io.entry import run_command
         from rlvr_sweep.sweep.status_cli import main as status
 
-        sys.exit(status(sys.argv[2:]))
+        run_command("rlvr-sweep status", lambda: status(sys.argv[2:]))
     register_configs()
     sys.argv = normalize_argv(sys.argv)
     if any(a in MULTIRUN_FLAGS for a in sys.argv[1:2]) and not any(a.startswith("--") for a in sys.argv[2:]):

@@ -85,10 +85,11 @@ def job_configs(jobs: list[list[str]]):
 
 
 def _plain_value(o: Override, loader) -> bool:
-    """A plain `key=value` override (not `+`, `++` or `~`, not a config group, no package)."""
+    """A plain `key=value` override (not `+`, `++` or `~`, not a config group, no package, not one of
+    Hydra's own settings such as `hydra.searchpath`, which changes where configs are found)."""
     key = o.key_or_group
     return (o.type == OverrideType.CHANGE and o.package is None and not o.is_sweep_override() and "[" not in key
-            and not loader.repository.group_exists(key.replace(".", "/")))
+            and not key.startswith("hydra") and not loader.repository.group_exists(key.replace(".", "/")))
 
 
 def _settable(cfg: DictConfig, key: str) -> bool:

@@ -96,7 +96,8 @@ def render(rows: list[dict], planned: bool = False, runs: bool = False) -> list[
     by_state, by_arm = totals(rows)
     order = [*STATES, "new", *sorted(set(by_state) - set(STATES) - {"new"})]
     lines.append("")
-    lines.append(f"{len(rows)} runs: " + ", ".join(f"{by_state[s]} {s}" for s in order if s in by_state))
+    lines.append(f"{len(rows)} run{'' if len(rows) == 1 else 's'}: "
+                 + ", ".join(f"{by_state[s]} {s}" for s in order if s in by_state))
     for arm, counts in by_arm.items():
         lines.append(f"  {arm}: " + ", ".join(f"{counts[s]} {s}" for s in order if s in counts))
     return lines

@@ -89,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="PASS 4: items per fork read-out and probe re-run through the model (default 3)")
     p.add_argument("--device", default="cpu", help="PASS 4: where the checkpoints are loaded (default cpu)")
     p.add_argument("--json", default=None, metavar="FILE",
-                   help="also write the verdict as JSON: [{name, ok, summary, problems, seconds}] per pass")
+                   help="also write the verdict as JSON: {root, passes: [{name, ok, summary, problems, seconds}]}")
     p = sub.add_parser("regrade", help="recompute stored grades and rewards; exit 1 on disagreement")
     p.add_argument("output_dir", help="one run folder or a sweep root")
     p.add_argument("--all", action="store_true", help="include unfinished runs (no DONE marker)")
