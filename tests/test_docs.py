@@ -22,7 +22,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 
 from tests.conftest import CONF_DIR, REPO
 
@@ -99,7 +99,7 @@ def check_stage_line(stage: str, args: list[str]) -> None:
 
 def check_run_line(args: list[str]) -> None:
     from rlvr_sweep.sweep.cli import MULTIRUN_FLAGS, normalize_argv
-    from rlvr_sweep.sweep.preflight import job_part, sweep_jobs
+    from rlvr_sweep.sweep.preflight import job_configs, job_part, sweep_jobs
 
     if args[:1] == ["status"]:
         from rlvr_sweep.sweep.status_cli import _parser
@@ -116,8 +116,8 @@ def check_run_line(args: list[str]) -> None:
     line = [a for a in normalize_argv(["rlvr_sweep", *args])[1:] if a not in MULTIRUN_FLAGS and not a.startswith("--")]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         jobs = sweep_jobs(str(CONF_DIR), job_part(line))
-        for job in {tuple(jobs[0]), tuple(jobs[-1])}:
-            compose("config", overrides=list(job))
+        if len(jobs) > 1:  # one job is the line itself, which sweep_jobs has composed
+            list(job_configs([jobs[0], jobs[-1]]))  # composed as the preflight composes them
 
 
 def _parses(parser, args: list[str]) -> None:
