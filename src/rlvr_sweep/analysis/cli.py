@@ -15,7 +15,7 @@ commands print first how many run folders they use, which rows were split and wh
 the `runs` table names every folder and the row it stands behind. `--profile` and `--where KEY=VALUE`
 choose runs; the choice is saved as `DIR/selection.json`, which `verify all --tables DIR` applies.
 
-`report SWEEP_ROOT --out report.html` writes the sweep as one self-contained HTML page (provenance,
+`report SWEEP_ROOT --out outputs/report.html` writes the sweep as one self-contained HTML page (provenance,
 the `verify all` verdict, every table and figure, each arm's settings against the baseline arm's:
 `analysis.html_report`); `diff A B` prints what differs between two run folders, arms or saved configs
 (`analysis.diff`).
@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         if name == "union":
             p.add_argument("--out", default=None, help="save the per-item matrix as this parquet file")
         elif name == "report":
-            p.add_argument("--out", required=True, help="the HTML file to write (e.g. report.html)")
+            p.add_argument("--out", required=True, help="the HTML file to write (e.g. outputs/report.html)")
             p.add_argument("--no-verify", action="store_true", help="leave out the `verify all` verdict")
         else:
             p.add_argument("--out", required=True, help="output folder")

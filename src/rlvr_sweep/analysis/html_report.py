@@ -1,4 +1,4 @@
-"""`python -m rlvr_sweep.analysis report ROOT --out report.html`: a sweep handed over as one page.
+"""`python -m rlvr_sweep.analysis report ROOT --out outputs/report.html`: a sweep handed over as one page.
 
 One self-contained HTML file: styles inline, figures inlined as PNG data, no script and no address
 outside the file, so it opens the same from a mail attachment, a cluster's scratch disk or a browser
