@@ -93,15 +93,18 @@ def unit_of(sweep: Sweep, arm: str) -> str:
     return sweep.runs.loc[sweep.runs["arm"] == arm, "unit"].iloc[0]
 
 
-def test_figure_texts_do_not_overlap(sweep):
-    fig, why = draw_figure1(sweep)
-    assert why is None
-    assert_text_clear(fig)
-    fig, why = draw_figure2(sweep)
-    assert why is None
-    assert_text_clear(fig)
+def assert_every_figure_clear(sweep):
+    """Figures 1 and 2 and every arm's curves drawn, none with overlapping text."""
+    for draw in (draw_figure1, draw_figure2):
+        fig, why = draw(sweep)
+        assert why is None
+        assert_text_clear(fig)
     for unit in curve_names(sweep):
         assert_text_clear(draw_curves(sweep, unit))
+
+
+def test_figure_texts_do_not_overlap(sweep):
+    assert_every_figure_clear(sweep)
 
 
 def test_many_arms_keep_their_labels_apart(sweep):
@@ -263,8 +266,4 @@ def test_figures_of_the_smoke_sweep(smoke_sweep):
     assert by_gid(fig, f"accuracy:base:{s.base_labels[s.runs['base_hash'].iloc[0]]}").get_ydata()[0] == \
         pytest.approx(expected)
     assert_text_clear(fig)
-    fig, why = draw_figure2(s)
-    assert why is None
-    assert_text_clear(fig)
-    for unit in curve_names(s):
-        assert_text_clear(draw_curves(s, unit))
+    assert_every_figure_clear(s)

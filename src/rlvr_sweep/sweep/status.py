@@ -84,21 +84,24 @@ def folder_state(run_dir: Path) -> dict:
             return {**row, "state": "running", "detail": _progress_line(progress), "progress": progress}
         return {**row, "state": "busy", "detail": f"held by pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
                 f"{_since(holder.get('started'))}, no progress reported yet", "holder": holder}
-    resume = resume_note(run_dir, progress)
+    note, action = resume_of(run_dir, progress)
     if info.get("status") == "failed":
         first = (str(info.get("error") or "failed").strip().splitlines() or ["failed"])[0]
-        return {**row, "state": "failed", "detail": f"{first[:160]}; {resume}", "error": first}
-    return {**row, "state": "dead", "detail": f"unfinished and no process holds it: {resume}"}
+        return {**row, "state": "failed", "detail": f"{first[:160]}; {note}", "error": first, "relaunch": action}
+    return {**row, "state": "dead", "detail": f"unfinished and no process holds it: {note}", "relaunch": action}
 
 
-def resume_note(run_dir: Path, progress: dict | None) -> str:
-    """What a relaunch does with an unfinished folder (`run.lifecycle._resume_or_start`)."""
+def resume_of(run_dir: Path, progress: dict | None) -> tuple[str, str]:
+    """What a relaunch does with an unfinished folder (`run.lifecycle._resume_or_start`): the words for
+    the detail column, and the action for `planned_states`' `would`."""
     if (run_dir / CHECKPOINT).is_file():
         step = (progress or {}).get("checkpoint_step")
-        return f"will resume from step {step}" if step is not None else "will resume from its checkpoint"
+        where = f"from step {step}" if step is not None else "from its checkpoint"
+        return f"will resume {where}", f"resume {where}"
     if (run_dir / "grades.parquet").is_file() and not (run_dir / "steps.parquet").is_file():
-        return f"will resume its first read-out after {_graded_benchmarks(run_dir)} graded benchmark(s)"
-    return "will be moved aside and started over (no checkpoint)"
+        return (f"will resume its first read-out after {_graded_benchmarks(run_dir)} graded benchmark(s)",
+                "resume the first read-out")
+    return "will be moved aside and started over (no checkpoint)", "move aside, start over"
 
 
 def job_state(run_dir: str, record: dict) -> dict:
@@ -130,7 +133,7 @@ def planned_states(jobs: list[dict]) -> list[dict]:
         else:
             row = {**{k: job.get(k) for k in FIELDS}, "run_dir": str(run_dir), "state": "new", "detail": "no run folder yet"}
         row["would"] = {"finished": "skip", "running": "leave alone (busy)", "busy": "leave alone (busy)",
-                        "new": "start"}.get(row["state"]) or _would_resume(row["detail"])
+                        "new": "start"}.get(row["state"]) or row.get("relaunch", "start")
         rows.append(row)
     return rows
 
@@ -257,11 +260,3 @@ def _pid_alive(pid) -> bool:
     except (OSError, TypeError, ValueError):
         return False
     return True
-
-
-def _would_resume(detail: str) -> str:
-    if "resume from step" in detail or "resume from its checkpoint" in detail:
-        return "resume" + detail.split("will resume", 1)[1].split(";")[0]
-    if "first read-out" in detail:
-        return "resume the first read-out"
-    return "move aside, start over"
