@@ -27,8 +27,9 @@ def test_store_bench_makes_a_store_that_collect_analysis_and_verify_accept(tmp_p
     out = bench("bench_store.py", "--sizes", "3,6", "--collect-sizes", "", "--template-arms", "ra_flat",
                 "--template-steps", "2", "--template-limit", "4", "--root", str(tmp_path / "b"), tmp_path=tmp_path)
     lines = [line for line in out.splitlines() if "runs=6" in line]
-    assert [line.split(":")[0] for line in lines] == ["collect", "tables", "verify"], out  # verify all passed
+    assert [line.split(":")[0] for line in lines] == ["collect_first", "collect", "tables", "verify"], out  # all passed
     assert all("growth_exponent=" in line and "per_run_ms=" in line for line in lines)
+    assert (tmp_path / "b" / "store_6" / ".rlvr_sweep" / "tables.json").is_file()  # a later call remembered the tables
     copies = sorted((tmp_path / "b" / "store_6" / "smoke" / "ra_flat").iterdir())
     assert len(copies) == 6 and len({p.name.rsplit("_", 1)[1] for p in copies}) == 6  # six identities
 

@@ -36,11 +36,22 @@ from pathlib import Path
 
 from rlvr_sweep.analysis.contrasts import SHIPPED, load_contrasts
 from rlvr_sweep.analysis.ensembles import REFERENCE_ARMS, checkpoint_union, parse_checkpoints, union_lines
+from rlvr_sweep.analysis.forked import default_jobs
 from rlvr_sweep.analysis.report import ALL_TABLES, OPTIONAL_TABLES, SELECTION, build_tables, header_lines, save_tables
 from rlvr_sweep.analysis.source import load_sweep
 from rlvr_sweep.store import CollectError
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--only", default=",".join(ALL_TABLES), help=f"comma-separated subset of {','.join(ALL_TABLES)}")
     t.add_argument("--strata-reference", default=",".join(REFERENCE_ARMS), metavar="ARMS",
                    help="the arms (paper numbers or names) whose checkpoints define the item strata (default 1-9)")
+    t.add_argument("--jobs", type=_positive, default=default_jobs(),
+                   help=f"processes that build the tables (default: one per usable core, at most 4; here "
+                        f"{default_jobs()}); the tables are the same for any number")
     u = sub.choices["union"]
     u.add_argument("--checkpoints", required=True,
                    help="comma-separated ARM (every seed) or ARM:SEED, e.g. 15,18 or 15:101,17:42,18:7")
@@ -143,7 +157,8 @@ def main(argv=None) -> int:
     (Path(args.out) / SELECTION).write_text(json.dumps({"profile": args.profile, "where": args.where}, indent=2))
     if args.command == "tables":
         reference = [a.strip() for a in args.strata_reference.split(",") if a.strip()]
-        tables = build_tables(sweep, contrasts, args.resamples, args.seed, only, strata_reference=reference)
+        tables = build_tables(sweep, contrasts, args.resamples, args.seed, only, strata_reference=reference,
+                              jobs=args.jobs)
         if args.only == ",".join(ALL_TABLES):  # not asked for by name: left out where the sweep lacks their runs
             for name in [n for n in OPTIONAL_TABLES if tables[n].why]:
                 Path(args.out, f"{name}.parquet").unlink(missing_ok=True)

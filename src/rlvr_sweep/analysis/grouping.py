@@ -15,12 +15,15 @@ compare as a number and a list).
 from __future__ import annotations
 
 import difflib
+import os
+import time
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
 from rlvr_sweep.config import Config, bookkeeping_keys
+from rlvr_sweep.store.remembered import stamp
 
 BOOKKEEPING = bookkeeping_keys(Config) | {"seed"}  # what never tells two rows apart
 MAX_SHOWN = 4  # differences spelled out in a label; more are counted
@@ -37,15 +40,24 @@ def flatten(node, prefix: str = "") -> dict:
     return out
 
 
-def read_config(run_dir) -> dict:
-    """A run's stored config.yaml, flattened; {} when it cannot be read."""
+def read_config(run_dir, memo=None) -> dict:
+    """A run's stored config.yaml, flattened; {} when it cannot be read. `memo`: a `store.remembered`
+    cache of parsed configs (a file in the state it was parsed in is not parsed again)."""
     path = Path(str(run_dir)) / "config.yaml" if run_dir else None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        cfg = yaml.load(path.read_text(), Loader=loader) if path and path.is_file() else {}
-    except (OSError, yaml.YAMLError):
-        cfg = {}
-    return flatten(cfg) if isinstance(cfg, dict) else {}
+        read_at = time.time()
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            flat = memo.get(path, st) if memo is not None else None
+            if flat is None:
+                cfg = yaml.load(f.read().decode(), Loader=loader)
+                flat = flatten(cfg) if isinstance(cfg, dict) else {}
+                if memo is not None and stamp(os.fstat(f.fileno())) == stamp(st):
+                    memo.put(path, st, flat, read_at)
+    except (TypeError, OSError, UnicodeDecodeError, yaml.YAMLError):
+        flat = {}
+    return flat
 
 
 def identity_settings(config: dict) -> dict:

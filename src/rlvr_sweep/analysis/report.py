@@ -16,6 +16,7 @@ from rlvr_sweep.analysis.census import build_table2a
 from rlvr_sweep.analysis.contrasts import Contrast, build_table2b, load_contrasts
 from rlvr_sweep.analysis.diagnostics import build_baseline_readouts, build_baseline_runs
 from rlvr_sweep.analysis.ensembles import REFERENCE_ARMS, build_strata
+from rlvr_sweep.analysis.forked import built
 from rlvr_sweep.analysis.render import Table
 from rlvr_sweep.analysis.source import Sweep
 from rlvr_sweep.analysis.table1 import build_table1
@@ -45,11 +46,13 @@ def default_contrasts(sweep: Sweep) -> list[Contrast]:
 
 
 def build_tables(sweep: Sweep, contrasts: list[Contrast] | None = None, n_resamples: int = 4000,
-                 seed: int = 0, only=ALL_TABLES, strata_reference=REFERENCE_ARMS, reuse: bool = False) -> dict[str, Table]:
+                 seed: int = 0, only=ALL_TABLES, strata_reference=REFERENCE_ARMS, reuse: bool = False,
+                 jobs: int = 1) -> dict[str, Table]:
     """{name: Table} for the names in `only`; a table that cannot be built carries its reason.
     `strata_reference`: the arms whose checkpoints define the item strata (default Arms 1-9). `reuse`:
     a table this sweep object has built before with the same settings is returned again, not rebuilt
-    (verify builds each several times; off by default, so code changed in a session is seen)."""
+    (verify builds each several times; off by default, so code changed in a session is seen). `jobs`:
+    processes to build them on (`analysis.forked`; the tables are the same)."""
     unknown = [n for n in only if n not in ALL_TABLES]
     if unknown:
         raise ValueError(f"unknown table(s) {unknown}; valid: {list(ALL_TABLES)}")
@@ -72,8 +75,17 @@ def build_tables(sweep: Sweep, contrasts: list[Contrast] | None = None, n_resamp
     }
     keys = {"table2b": None, "table4": (n_resamples, seed), "table5c": (n_resamples, seed),
             "table5b": (n_resamples, seed), "strata": tuple(strata_reference)}  # the others depend on the sweep alone
-    return {name: sweep.once(("table", name, keys.get(name)), builders[name])
-            if reuse and not (name in keys and keys[name] is None) else builders[name]() for name in only}
+    def build_one(name: str) -> Table:
+        if reuse and not (name in keys and keys[name] is None):
+            return sweep.once(("table", name, keys.get(name)), builders[name])
+        return builders[name]()
+
+    tables = built(only, build_one, jobs)
+    if reuse and jobs > 1:  # tables built in a child are this process's to reuse too
+        for name, table in tables.items():
+            if not (name in keys and keys[name] is None):
+                sweep.once(("table", name, keys.get(name)), lambda table=table: table)
+    return tables
 
 
 def build_runs_table(sweep: Sweep) -> Table:

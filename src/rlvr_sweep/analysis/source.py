@@ -27,6 +27,7 @@ import pandas as pd
 from rlvr_sweep.analysis.grouping import distinguish, identity_settings, parse_where, read_config, select_runs, split_notes
 from rlvr_sweep.analysis.probes import load_probes
 from rlvr_sweep.store import RUN_KEYS, collect
+from rlvr_sweep.store.remembered import Remembered
 
 TABLE_NAMES = ("steps", "rollouts", "pairs", "grades")
 PAPER_SEEDS = (42, 101, 7)  # the paper's seed order: candidate 0, 1, 2 of cross-seed voting
@@ -152,9 +153,10 @@ class Sweep:
             return str(path)
 
     @classmethod
-    def from_tables(cls, tables: dict, notes=(), where=None, profile: str | None = None) -> "Sweep":
+    def from_tables(cls, tables: dict, notes=(), where=None, profile: str | None = None, configs=None) -> "Sweep":
         """A Sweep from `collect`-shaped tables (hand-made ones in tests too), keeping the runs of
-        `profile` whose config matches `where` ([(key, value)], `grouping.parse_where`)."""
+        `profile` whose config matches `where` ([(key, value)], `grouping.parse_where`). `configs`: a
+        `store.remembered` cache of the runs' parsed config.yaml files."""
         notes = list(notes)
         runs = tables["runs"].copy()
         # run.json fields the tables read; a run written without one gets a missing value, not a KeyError
@@ -167,7 +169,7 @@ class Sweep:
                 runs[column] = default
         runs["paper_arm"] = runs["paper_arm"].fillna("").astype(str)
         runs["profile"] = runs["profile"].fillna("").astype(str)
-        runs["config"] = [read_config(d) for d in runs["run_dir"]] if len(runs) else []
+        runs["config"] = [read_config(d, configs) for d in runs["run_dir"]] if len(runs) else []
         if len(runs):
             extra = pd.DataFrame([_config_fields(c) for c in runs["config"]], index=runs.index)
             for column in extra.columns:
@@ -320,7 +322,9 @@ def load_sweep(root, profile: str | None = None, where=None) -> Sweep:
     same run, ValueError for a malformed `where`."""
     tables = collect(Path(root), allow_skipped=True)
     notes = [f"left out {r.run_dir}: {r.reason}" for r in tables["skipped"].itertuples()]
-    sweep = Sweep.from_tables(tables, notes, where=parse_where(where), profile=profile)
+    configs = Remembered(root, "configs")
+    sweep = Sweep.from_tables(tables, notes, where=parse_where(where), profile=profile, configs=configs)
+    configs.save()
     left = pd.DataFrame([{"run_dir": r.run_dir, "task": "", "arm": "", "seed": None, "used": False, "row": None,
                           "why": r.reason} for r in tables["skipped"].itertuples()], columns=sweep.provenance.columns)
     sweep.provenance = pd.concat([sweep.provenance, left], ignore_index=True) if len(left) else sweep.provenance

@@ -132,6 +132,11 @@ class SandboxWorker:
         self._replace(child)
         return None
 
+    def start(self) -> None:
+        """Start the pool's children and return at once (their imports run meanwhile; `warm_up` waits)."""
+        with self._changed:
+            self._fill()
+
     def warm_up(self) -> bool:
         """Start the pool and wait (up to the startup timeout) until a child has done its imports."""
         deadline = time.monotonic() + self.startup_timeout_s

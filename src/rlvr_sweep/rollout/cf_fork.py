@@ -50,13 +50,13 @@ from rlvr_sweep.config.options import Option
 from rlvr_sweep.rollout.samplers import (
     CALLER, SAMPLERS, SAMPLING, WARMUP, WARMUP_ONLY, Branch, Pair, RolloutGroup, _Ledger, grow_branches,
 )
+from rlvr_sweep.config.categories import CF_CATEGORIES
 
 __all__ = [
     "CF_CATEGORIES", "ForkPair", "ForkGroup", "ForkPlan", "fork_position", "alternative_token", "plan_fork",
     "cf_fork",
 ]
 
-CF_CATEGORIES = ("cf_first_gap", "cf_min_margin", "cf_no_fork")
 NO_TOKEN = -1  # v0 / v1 / top ids of a pair that did not fork
 
 

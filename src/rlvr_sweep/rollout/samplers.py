@@ -51,6 +51,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from rlvr_sweep.config.options import Option, Registry
+from rlvr_sweep.config.categories import CATEGORIES
 
 __all__ = [
     "CATEGORIES", "Leaf", "Pair", "RolloutGroup", "Branch", "PairPlan", "causal_stop",
@@ -58,8 +59,6 @@ __all__ = [
     "SAMPLERS", "flat_group",
 ]
 
-CATEGORIES = ("flat", "flat_warmup", "causal_non_eos", "terminal_dup", "tau_zero",
-              "midpoint_fallback", "early_eos_gt104")
 
 
 @dataclass

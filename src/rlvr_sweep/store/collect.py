@@ -10,6 +10,9 @@ walker could not read. Two folders holding the same run (the same run keys) are 
 Finding no run at all is an error that says where it looked. Unless `allow_skipped=True`, a skipped
 run is an error too (`CollectError`), so a table never silently lacks a run.
 
+What a call learns of the files (digests, schemas) is remembered under the root for the next call, by
+each file's stamp (`store.remembered`): a file that changed since is read and hashed again.
+
 Schema versions: a table or run.json written by another version is refused by name (older files are
 not upgraded: version 2 keyed runs by their settings alone, version 1 lacks `paper_arm`), so rerun
 such runs with this code.
@@ -22,6 +25,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -31,6 +36,7 @@ import pyarrow.parquet as pq
 from rlvr_sweep.store import schema
 from rlvr_sweep.store.manifest import verify_manifest
 from rlvr_sweep.store.parallel import folder_map
+from rlvr_sweep.store.remembered import Remembered, stamp
 from rlvr_sweep.store.rundir import DONE_MARKER, RUN_JSON, RUN_KEYS
 from rlvr_sweep.store.tables import TABLES
 from rlvr_sweep.store.walk import walk
@@ -86,10 +92,12 @@ def _foreign_rows(path: Path, parquet: pq.ParquetFile, info: dict) -> str | None
     return None
 
 
-def _check_run(folder: Path, decode: bool = True) -> tuple[dict | None, str | None, dict]:
+def _check_run(folder: Path, decode: bool = True, memo: Remembered | None = None) -> tuple[dict | None, str | None, dict]:
     """(run.json, None, its tables) for a finished, intact, current-schema run; else (None, why, {}).
     Each table file is read from disk once: its bytes are hashed against the manifest and parsed. With
-    `decode=False` the tables are {name: (path, sha256, arrow schema)}: checked, not decoded."""
+    `decode=False` the tables are {name: (path, sha256, arrow schema)}: checked, not decoded. `memo`:
+    what earlier calls learnt of the files (`store.remembered`): a table in the state it was checked in
+    is not hashed again, and with `decode=False` not read at all."""
     if not (folder / DONE_MARKER).is_file():
         try:
             status = json.loads((folder / RUN_JSON).read_text()).get("status", "?")
@@ -106,24 +114,40 @@ def _check_run(folder: Path, decode: bool = True) -> tuple[dict | None, str | No
                       "code"), {}
     if not isinstance(info, dict) or not all(k in info for k in RUN_KEYS):
         return None, f"{folder / RUN_JSON}: not a run record (needs {list(RUN_KEYS)})", {}
-    blobs = {}
+    keys = [info[k] for k in RUN_KEYS]
+    blobs, seen, hits = {}, {}, {}
     for name in TABLES:
+        path = folder / f"{name}.parquet"
         try:
-            blobs[name] = (folder / f"{name}.parquet").read_bytes()
+            read_at = time.time()
+            with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                hit = memo.get(path, st) if memo is not None else None
+                if hit is not None and not (isinstance(hit, dict) and hit.get("keys") == keys
+                                            and memo.schema(hit.get("schema", "")) is not None):
+                    hit = None
+                if hit is None or decode:
+                    blobs[name] = f.read()
+                    if stamp(os.fstat(f.fileno())) != stamp(st):
+                        hit, read_at = None, 0.0  # written while being read: nothing remembered of it
+            seen[name], hits[name] = (st, read_at), hit
         except FileNotFoundError:
             continue
         except OSError as err:
-            return None, f"{folder / f'{name}.parquet'}: unreadable ({err})", {}
-    known = {f"{name}.parquet": {"size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
-             for name, blob in blobs.items()}
+            return None, f"{path}: unreadable ({err})", {}
+    known = {f"{name}.parquet": {"size": seen[name][0].st_size, "sha256": hits[name]["sha256"]} if hits[name]
+             else {"size": len(blobs[name]), "sha256": hashlib.sha256(blobs[name]).hexdigest()} for name in seen}
     problems = verify_manifest(folder, hash_model=False, known=known)  # verify hashes the weights too
     if problems:
         return None, "damaged: " + "; ".join(problems), {}
     tables = {}
-    for name, blob in blobs.items():
-        path = folder / f"{name}.parquet"
+    for name in seen:
+        path, sha = folder / f"{name}.parquet", known[f"{name}.parquet"]["sha256"]
+        if hits[name] is not None and not decode:  # checked by an earlier call in this very state
+            tables[name] = (path, sha, memo.schema(hits[name]["schema"]))
+            continue
         try:
-            parquet = pq.ParquetFile(pa.BufferReader(blob), pre_buffer=False)
+            parquet = pq.ParquetFile(pa.BufferReader(blobs[name]), pre_buffer=False)
             meta = parquet.metadata
         except (OSError, pa.ArrowException) as err:
             return None, f"{path}: not a readable parquet file ({err})", {}
@@ -136,8 +160,12 @@ def _check_run(folder: Path, decode: bool = True) -> tuple[dict | None, str | No
             foreign = _foreign_rows(path, parquet, info)
             if foreign:
                 return None, foreign, {}
+        arrow_schema = parquet.schema_arrow.remove_metadata()
+        if memo is not None and hits[name] is None:
+            st, read_at = seen[name]
+            memo.put(path, st, {"sha256": sha, "keys": keys, "schema": memo.schema_id(arrow_schema)}, read_at)
         if not decode:
-            tables[name] = (path, known[f"{name}.parquet"]["sha256"], parquet.schema_arrow.remove_metadata())
+            tables[name] = (path, sha, arrow_schema)
             continue
         try:
             tables[name] = decoded(parquet)
@@ -165,7 +193,8 @@ def collect(root, allow_skipped: bool = False) -> dict[str, pd.DataFrame]:
 
 def gather(root, allow_skipped: bool, decode: bool = True) -> tuple[list[dict], list[dict], dict[str, list], list]:
     """(run.json of each run collected, the skipped {run_dir, reason}, {table: one entry per run that has it
-    (`_check_run`'s)}, moved-aside folders), raising CollectError as `collect` does."""
+    (`_check_run`'s)}, moved-aside folders), raising CollectError as `collect` does. What it learns of
+    the tables is remembered under the root for the next call (`store.remembered`)."""
     root = Path(root)
     if not root.is_dir():
         raise CollectError(f"no such folder: {root}")
@@ -178,7 +207,9 @@ def gather(root, allow_skipped: bool, decode: bool = True) -> tuple[list[dict], 
     infos, skipped = [], [{"run_dir": str(path), "reason": f"not read: {why}"} for path, why in found.skipped
                           if "already visited" not in why]
     read: dict[str, list] = {name: [] for name in TABLES}
-    for folder, (info, why, tables) in zip(folders, folder_map(functools.partial(_check_run, decode=decode), folders)):
+    memo = Remembered(root, "tables")
+    check = functools.partial(_check_run, decode=decode, memo=memo)
+    for folder, (info, why, tables) in zip(folders, _checked(check, folders, memo, decode)):
         if info is None:
             skipped.append({"run_dir": str(folder), "reason": why})
             continue
@@ -192,11 +223,23 @@ def gather(root, allow_skipped: bool, decode: bool = True) -> tuple[list[dict], 
             raise CollectError(f"two folders hold the same run {dict(zip(RUN_KEYS, key))}: {seen[key]} and "
                                f"{info['run_dir']}; keep one of them (e.g. move the other out of {root})")
         seen[key] = info["run_dir"]
+    memo.save()
     if skipped and not allow_skipped:
         raise CollectError(f"{len(skipped)} of {len(folders)} run(s) or folders under {root} cannot be collected:\n" +
                            "\n".join(f"  {s['run_dir']}: {s['reason']}" for s in skipped) +
                            "\n(allow_skipped=True / --allow-skipped collects the others)")
     return infos, skipped, read, stale
+
+
+def _checked(check, folders: list[Path], memo: Remembered, decode: bool):
+    """`check` of every folder, in order. Folders whose tables an earlier call checked cost a few stats
+    and JSON reads, Python work that threads only slow down: with `decode=False` they are checked on this
+    thread, the others (hashing, parsing: work in C that lets threads run) on `folder_map`'s threads."""
+    if decode:
+        return folder_map(check, folders)
+    known = [memo.knows(folder / f"{TABLES[0]}.parquet") for folder in folders]
+    fresh = iter(folder_map(check, [f for f, k in zip(folders, known) if not k]))
+    return (check(folder) if k else next(fresh) for folder, k in zip(folders, known))
 
 
 def runs_frame(infos: list[dict]) -> pd.DataFrame:

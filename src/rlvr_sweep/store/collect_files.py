@@ -4,7 +4,8 @@ whatever the number of runs (`collect`, which analysis uses, holds every table i
 
 Two passes. The first checks every run as `collect` does (finished, manifest, schema version, run
 keys; every table's bytes hashed against the manifest, the saved model's files by size) and reads
-each table's schema; a table's schemas are unified (a column one run stores empty takes the type
+each table's schema (a table an earlier call checked, in the state it is in now, is not read:
+`store.remembered`); a table's schemas are unified (a column one run stores empty takes the type
 another run gives it). The second reads each table file again, checks that its bytes hash as they did
 in the first pass (a file changed in between stops the collection, naming it), decodes it, casts it
 to the unified schema and appends it. Each file is renamed into place when whole. A table whose

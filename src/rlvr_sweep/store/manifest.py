@@ -10,9 +10,9 @@ file the manifest does not know, and a missing or unreadable manifest.
 What is hashed on every read: `collect` (and so every analysis) hashes every file but the saved
 model's, whose presence and size it checks (`hash_model=False`: the weights are most of a run's
 bytes and no table is computed from them); `verify all` hashes every file, the weights included.
-A flipped byte in a table is caught by both, one in the weights by verify. Digests are not cached
-between calls: a cache keyed by what a file looks like on disk (size, mtime, inode) trusts the file
-system's bookkeeping, which copies, restores and network file systems do not keep reliably.
+A flipped byte in a table is caught by both, one in the weights by verify. `collect` remembers the
+digests it took between calls (`store.remembered`: keyed by a file's size, mtime, ctime, inode and
+device, so any write makes the file read again); `verify` takes every digest afresh.
 """
 
 from __future__ import annotations

@@ -160,3 +160,21 @@ def run_pass2() -> tuple[dict, list[str]]:
     summary = (f"stopped tree ({st[0]:.2f}, {st[1]:.2f}) vs root restart ({rr[0]:.2f}, {rr[1]:.2f}); "
                f"Proposition 2 {prop['numerator']:+.1f}; zero-grad AdamW max|diff| {adam['max_abs_diff']}")
     return {"checks": 3, "summary": summary, "laws": laws, "proposition2": prop, "adamw": adam}, problems
+
+
+def main() -> int:
+    """`python -m rlvr_sweep.verify.analytic`: PASS 2 alone, its result as one JSON object on stdout
+    ({"counts", "problems", "seconds"}); `verify all` runs it so beside PASS 1 (`passes.Pass2Beside`)."""
+    import json
+    import time
+
+    torch.set_num_threads(1)  # tiny tensors; the other core is PASS 1's
+    started = time.perf_counter()
+    counts, problems = run_pass2()
+    print(json.dumps({"counts": counts, "problems": problems, "seconds": time.perf_counter() - started},
+                     default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

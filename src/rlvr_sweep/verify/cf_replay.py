@@ -20,7 +20,6 @@ import math
 
 import pandas as pd
 
-from rlvr_sweep.credit import cf_credit
 
 TOLERANCE = 1e-5  # float32 coefficients stored as float64
 
@@ -31,6 +30,8 @@ def _close(a, b) -> bool:
 
 def replay_step(step_row: dict, pair_rows: pd.DataFrame) -> list[str]:
     """Problems with one stored fork step (empty when the replay reproduces it)."""
+    from rlvr_sweep.credit import cf_credit  # torch: imported only by a sweep with fork steps to replay
+
     where = f"{step_row['run_dir']} step {step_row['step']}"
     pairs = pair_rows.sort_values("k")
     cf = cf_credit(pairs[["r0_raw", "r1_raw"]].to_numpy(copy=True), pairs["t_star"].astype(int).to_numpy(copy=True),

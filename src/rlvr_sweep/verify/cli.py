@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 import sys
 from pathlib import Path
 
@@ -130,15 +131,17 @@ def _run_all(args) -> int:
     if args.tables is not None and not Path(args.tables).is_dir():
         raise BadInput(f"--tables {args.tables}: no such folder (write the tables with "
                        f"`python -m rlvr_sweep.analysis tables {args.output_dir} --out DIR` first)")
+    started = time.perf_counter()
     results = run_all(args.output_dir, args.tables, echo=lambda r: _print(r.lines()), margin_items=args.margin_items,
                       device=args.device)
+    seconds = time.perf_counter() - started
     failed = [r.name for r in results if not r.ok]
     if args.json:
         atomic_write_json(Path(args.json), {"root": str(args.output_dir), "passes": [
             {"name": r.name, "ok": r.ok, "summary": r.summary, "problems": r.problems, "seconds": round(r.seconds, 2)}
             for r in results]})
     print(f"== verify all: {len(results) - len(failed)}/{len(results)} passes ok "
-          f"({sum(r.seconds for r in results):.1f}s)" + (f"; failed: {', '.join(failed)}" if failed else ""))
+          f"({seconds:.1f}s; PASS 2 ran beside PASS 1)" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return EXIT_DISAGREE if failed else EXIT_OK
 
 

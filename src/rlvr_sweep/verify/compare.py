@@ -84,6 +84,11 @@ def _read_table(run_dir: Path, name: str, columns) -> pd.DataFrame | None:
 
 def _value(v):
     """A cell as a plain Python value; pandas/numpy missing values become None."""
+    kind = type(v)
+    if kind is str or kind is bool or kind is int:  # most cells: no pandas call (millions per sweep)
+        return v
+    if kind is float:
+        return None if v != v else v
     if v is None:
         return None
     try:

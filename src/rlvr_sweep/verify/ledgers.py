@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rlvr_sweep.rollout import CATEGORIES, CF_CATEGORIES
+from rlvr_sweep.config.categories import CATEGORIES, CF_CATEGORIES
 from rlvr_sweep.store import RUN_KEYS
 
 STEP_KEY = [*RUN_KEYS, "step"]

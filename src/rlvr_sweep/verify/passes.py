@@ -23,6 +23,9 @@ A pass fails on any problem; `run_all` returns the results, the CLI prints them 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +33,10 @@ from pathlib import Path
 import pandas as pd
 
 from rlvr_sweep.analysis import load_sweep
+from rlvr_sweep.analysis.forked import default_jobs
 from rlvr_sweep.analysis.report import SELECTION
+from rlvr_sweep.reward import grading
 from rlvr_sweep.store import CollectError
-from rlvr_sweep.verify.analytic import run_pass2
 from rlvr_sweep.verify.attribution import attribution_problems
 from rlvr_sweep.verify.audit import audit_problems
 from rlvr_sweep.verify.cf_replay import replay_cf
@@ -40,11 +44,11 @@ from rlvr_sweep.verify.dyadic import dyadic_problems
 from rlvr_sweep.verify.compare import _label, find_runs
 from rlvr_sweep.verify.integrity import run_problems
 from rlvr_sweep.verify.ledgers import pair_problems, step_problems
-from rlvr_sweep.verify.rebuild import saved_problems, table1_problems, table2a_problems, table3_problems
+from rlvr_sweep.verify.rebuild import prebuild, saved_problems, table1_problems, table2a_problems, table3_problems
 from rlvr_sweep.verify.regrade import format_disagreement, regrade_run
-from rlvr_sweep.verify.testtime import run_pass4
 
 SHOWN = 20  # problems printed per pass (all are counted)
+PASS2_MODULE = "rlvr_sweep.verify.analytic"  # run as `python -m` by Pass2Beside
 
 
 @dataclass
@@ -72,6 +76,7 @@ def pass1(root) -> PassResult:
     runs = find_runs(root, finished_only=True)
     grades = rollouts = intact = 0
     problems, cache = [], {}
+    grading.warm_up()  # no grade's deadline includes the workers' start
     for run_dir in runs:
         r = regrade_run(run_dir, _label(run_dir, root), cache=cache)
         grades += r["tables"]["grades"]["checked"]
@@ -86,8 +91,49 @@ def pass1(root) -> PassResult:
 
 
 def pass2() -> PassResult:
+    from rlvr_sweep.verify.analytic import run_pass2  # torch
+
     counts, problems = run_pass2()
     return PassResult("PASS 2", f"{counts['checks']} analytic checks: {counts['summary']}", problems)
+
+
+class Pass2Beside:
+    """PASS 2 in a child process (`python -m rlvr_sweep.verify.analytic`), started at once: it needs
+    torch, its optimizer's compiler hooks and no sweep (some 3 s of imports on a CPU), so it runs on
+    another core while PASS 1 reads the sweep. `result()` waits for it; its seconds are its own. A child
+    that cannot start or answer fails the pass with its last error line."""
+
+    def __init__(self):
+        package_parent = str(Path(__file__).resolve().parents[2])  # the same rlvr_sweep as this process
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH"))
+                                                           if p),
+               "OMP_NUM_THREADS": "1"}
+        self.started = time.perf_counter()
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", PASS2_MODULE], env=env,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        except OSError as err:
+            self.proc, self.error = None, f"cannot start the PASS 2 process: {err}"
+
+    def close(self) -> None:
+        """Stop the child if it still runs (PASS 1 raised before its result was asked for)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+    def result(self) -> PassResult:
+        if self.proc is None:
+            return PassResult("PASS 2", "the analytic checks did not run", [self.error])
+        out, err = self.proc.communicate()
+        try:
+            done = json.loads(out.strip().splitlines()[-1])
+            counts, problems = done["counts"], done["problems"]
+        except (IndexError, ValueError, KeyError, TypeError):
+            last = (err.strip().splitlines() or [f"exit status {self.proc.returncode}, no output"])[-1]
+            return PassResult("PASS 2", "the analytic checks did not run", [f"PASS 2 process: {last}"],
+                              seconds=time.perf_counter() - self.started)
+        return PassResult("PASS 2", f"{counts['checks']} analytic checks: {counts['summary']}", problems,
+                          seconds=float(done["seconds"]))
 
 
 def load_checked_sweep(root, tables_dir=None):
@@ -111,6 +157,7 @@ def pass3(root, tables_dir=None, load=None) -> PassResult:
         sweep = (load or (lambda: load_checked_sweep(root, tables_dir)))()
     except CollectError as err:
         return PassResult("PASS 3", "the sweep cannot be collected", [str(err)])
+    prebuild(sweep, tables_dir, default_jobs())
     n_pairs, problems = pair_problems(sweep.pairs, sweep.rollouts, sweep.runs)
     counts, more = step_problems(sweep.steps, sweep.rollouts, sweep.pairs, sweep.runs)
     problems += more + left_out_problems(sweep)
@@ -156,6 +203,8 @@ def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu", loa
         parts.append(f"{cf['steps']} counterfactual fork groups replayed ({cf['active']} active): coefficients, "
                      f"gates and signed token mass; {cf['forks']} fork choices re-derived from their margins")
     if len(sweep.readouts) or sweep.probes:
+        from rlvr_sweep.verify.testtime import run_pass4  # torch and the read-out code: only when there are read-outs
+
         summary, more = run_pass4(sweep, tables_dir, margin_items, device)
         parts.append(summary)
         problems += more
@@ -166,18 +215,25 @@ def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu", loa
 
 
 def run_all(root, tables_dir=None, echo=None, margin_items: int = 3, device: str = "cpu") -> list[PassResult]:
-    """PASS 1, 2, 3, 4 in order (each timed); `echo(result)` is called as each one ends. The sweep is
-    collected once, by PASS 3, and PASS 4 reads the same one."""
+    """PASS 1, 2, 3, 4 in order (each timed); `echo(result)` is called as each one ends. PASS 2 runs
+    beside PASS 1, in its own process (`Pass2Beside`). The sweep is collected once, by PASS 3, and PASS 4
+    reads the same one."""
     results = []
     load = _once(lambda: load_checked_sweep(root, tables_dir))
-    for run in (lambda: pass1(root), pass2, lambda: pass3(root, tables_dir, load),
-                lambda: pass4(root, tables_dir, margin_items, device, load)):
-        started = time.perf_counter()
-        result = run()
-        result.seconds = time.perf_counter() - started
-        results.append(result)
-        if echo:
-            echo(result)
+    grading.start_workers()  # sympy is imported in the workers while PASS 1 finds the runs
+    beside = Pass2Beside()
+    try:
+        for run in (lambda: pass1(root), beside.result, lambda: pass3(root, tables_dir, load),
+                    lambda: pass4(root, tables_dir, margin_items, device, load)):
+            started = time.perf_counter()
+            result = run()
+            if run != beside.result:  # its own seconds, measured in its process
+                result.seconds = time.perf_counter() - started
+            results.append(result)
+            if echo:
+                echo(result)
+    finally:
+        beside.close()
     return results
 
 

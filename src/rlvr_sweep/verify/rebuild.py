@@ -19,10 +19,8 @@ import pandas as pd
 
 from rlvr_sweep.analysis import Sweep
 from rlvr_sweep.analysis.contrasts import Contrast, build_table2b
-from rlvr_sweep.analysis.ensembles import build_strata
+from rlvr_sweep.analysis.ensembles import REFERENCE_ARMS
 from rlvr_sweep.analysis.report import TABLES, build_tables, parquet_safe, read_saved
-from rlvr_sweep.analysis.table4 import build_table4
-from rlvr_sweep.analysis.table5b import build_table5b
 from rlvr_sweep.store import RUN_KEYS
 
 _TOTALS = {"tok.gen": "gen_tokens", "tok.pref": "prefill_tokens", "tok.pad_pref": "padded_prefill_tokens",
@@ -142,18 +140,39 @@ def _tuples(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _rebuild(sweep: Sweep, name: str, saved: pd.DataFrame):
+def rebuild_settings(name: str, saved: pd.DataFrame) -> dict | None:
+    """The `build_tables` settings that rebuild a saved table as it was built (the bootstrap of Tables 4 and
+    5B, the reference set of the strata); None for Table 2B, rebuilt on the contrasts it lists."""
     if name == "table2b":
+        return None
+    if name in ("table4", "table5b"):
+        return {"n_resamples": int(saved["n_resamples"].iloc[0]), "seed": int(saved["boot_seed"].iloc[0])}
+    if name == "strata":
+        return {"strata_reference": tuple(saved["reference"].iloc[0].split(","))}
+    return {}
+
+
+def _rebuild(sweep: Sweep, name: str, saved: pd.DataFrame):
+    settings = rebuild_settings(name, saved)
+    if settings is None:
         contrasts = [Contrast(int(r["row"]), r["title"], tuple(r["arms"]), r["benchmark"], r["metric"],
                               None if r["seed_filter"] is None else tuple(int(s) for s in r["seed_filter"]))
                      for _, r in saved.drop_duplicates("row").iterrows()]
         return build_table2b(sweep, contrasts, int(saved["n_resamples"].iloc[0]), int(saved["boot_seed"].iloc[0]))
-    if name in ("table4", "table5b"):  # rebuilt with the bootstrap the saved table was built with
-        build = build_table4 if name == "table4" else build_table5b
-        return build(sweep, int(saved["n_resamples"].iloc[0]), int(saved["boot_seed"].iloc[0]))
-    if name == "strata":  # rebuilt on the reference set the saved table was built with
-        return build_strata(sweep, tuple(saved["reference"].iloc[0].split(",")))
-    return build_tables(sweep, only=[name], reuse=True)[name]
+    return build_tables(sweep, only=[name], reuse=True, **settings)[name]
+
+
+def prebuild(sweep: Sweep, tables_dir=None, jobs: int = 1) -> None:
+    """Build at once, on `jobs` processes (`analysis.forked`), the tables PASS 3 reads (Tables 1-3 and the
+    audit; with `tables_dir`, every saved table rebuilt with the default settings), so that its checks
+    reuse them instead of building them one after another."""
+    names = ["table1", "table2a", "table3", "audit"]
+    defaults = ({}, {"n_resamples": 4000, "seed": 0}, {"strata_reference": tuple(REFERENCE_ARMS)})
+    for name in TABLES if tables_dir is not None else ():
+        saved = read_saved(tables_dir, name)
+        if saved is not None and name not in names and rebuild_settings(name, saved) in defaults:
+            names.append(name)
+    build_tables(sweep, only=names, reuse=True, jobs=jobs)
 
 
 def saved_problems(sweep: Sweep, tables_dir, names=TABLES) -> tuple[int, list[str]]:

@@ -6,12 +6,13 @@ for the command line and the exact rules.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-from rlvr_sweep.reward import graders, grading
+from rlvr_sweep.reward import graders, grading, sandbox
 from rlvr_sweep.store import RUN_JSON, is_finished
 from rlvr_sweep.verify.compare import (
     GRADES_KEY, BadInput, _fmt_key, _label, _read_run_json, _read_table, _short, _value, find_runs,
@@ -81,6 +82,19 @@ def _memoised(grade, cache: dict | None):
     return remembered
 
 
+def _grade_ahead(grade, memo: dict, pairs) -> None:
+    """Grade concurrently, into `memo`, the (pred, gold) pairs it lacks (`pred` None or empty: no grade).
+    Each grade is a round trip to a sympy worker; asked one after another, all workers but one would wait,
+    so up to one grade per worker (`sandbox.POOL_SIZE`) is in flight. The check loops then find every
+    outcome remembered: the same `grade`, whatever the order."""
+    todo = list(dict.fromkeys(key for key in pairs if key[0] and key not in memo))
+    if len(todo) < 2:
+        return
+    with ThreadPoolExecutor(max_workers=sandbox.POOL_SIZE) as pool:
+        for key, outcome in zip(todo, pool.map(lambda key: bool(grade(*key)), todo)):
+            memo[key] = outcome
+
+
 def _reward_fn(grader: str, grade=None):
     """(text, gold, gate_chars) -> spec §5 reward with `grader`; `training_reward` for the baseline,
     unless a (memoised) `grade` is given: then the same formula with that grade."""
@@ -104,12 +118,15 @@ def _records(frame: pd.DataFrame, columns: list[str]):
         yield dict(zip(names, values))
 
 
-def _check_grades(frame: pd.DataFrame, grade=grading.grade) -> tuple[int, int, list[dict]]:
+def _check_grades(frame: pd.DataFrame, grade=grading.grade, extractions=None) -> tuple[int, int, list[dict]]:
+    """`extractions`: `grading.extract_answer` of each row's response, when the caller has taken them."""
     checked, agree, found = 0, 0, []
     key_columns = [c for c in GRADES_KEY if c in frame.columns]
+    extractions = iter(extractions) if extractions is not None else None
     for row in _records(frame, ["response", "gold", "extracted", "correct", *key_columns]):
         response, gold = _value(row["response"]), _value(row["gold"])
-        extracted = grading.extract_answer(response)  # "" for a missing response
+        # "" for a missing response
+        extracted = next(extractions) if extractions is not None else grading.extract_answer(response)
         correct = bool(grade(extracted, gold))
         stored_extracted, stored_correct = _value(row["extracted"]), _value(row["correct"])
         diffs = {}
@@ -126,16 +143,20 @@ def _check_grades(frame: pd.DataFrame, grade=grading.grade) -> tuple[int, int, l
 
 
 def _check_rollouts(frame: pd.DataFrame, gate_known: bool, gate: int | None,
-                    reward=grading.training_reward):
+                    reward=grading.training_reward, grade=None, preds=None):
+    """With `grade` and `preds` (each row's `extract_answer(text, fallback=None)`, None for a text that is
+    not a string) the ungated reward is `reward`'s formula on them: 1.0 if pred and grade(pred, gold)."""
     checked, agree, no_gold, found = 0, 0, 0, []
     key_columns = [c for c in ROLLOUTS_KEY if c in frame.columns]
+    preds = iter(preds) if preds is not None else None
     for row in _records(frame, ["text", "gold", "correct", "reward", *key_columns]):
         text, gold = _value(row["text"]), _value(row["gold"])
+        pred = next(preds) if preds is not None else None
         if not isinstance(gold, str):
             no_gold += 1
             continue
         diffs = {}
-        ungated = reward(text, gold)
+        ungated = (1.0 if pred and grade(pred, gold) else 0.0) if preds is not None else reward(text, gold)
         stored_correct = _value(row["correct"])
         if _as_float(stored_correct) != ungated:
             diffs["correct"] = {"stored": stored_correct, "recomputed": ungated}
@@ -172,7 +193,7 @@ def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache
     grader_note = None
     if grader == FROM_RUN:
         grader, grader_note = run_grader(run_dir)
-    grade = graders.get_grader(grader)
+    grade = raw_grade = graders.get_grader(grader)
     if cache is not None:
         grade = _memoised(grade, cache.setdefault(grader, {}))
     reward = _reward_fn(grader, grade if cache is not None else None)
@@ -185,10 +206,21 @@ def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache
         disagreements.extend({"run": label, "run_dir": str(run_dir), "table": table, **d}
                              for d in found)
 
+    extractions = preds = None
+    if cache is not None:  # extract once, grade what is new concurrently, then check against the memo
+        extractions = ([grading.extract_answer(_value(v)) for v in grades["response"].tolist()]
+                       if grades is not None else [])
+        has_text = rollouts is not None and {"text", "gold"} <= set(rollouts.columns)
+        preds = ([grading.extract_answer(t, fallback=None) if isinstance(t, str) else None
+                  for t in map(_value, rollouts["text"].tolist())] if has_text else None)
+        pairs = list(zip(extractions, map(_value, grades["gold"].tolist()))) if grades is not None else []
+        if preds is not None:
+            pairs += [(p, g) for p, g in zip(preds, map(_value, rollouts["gold"].tolist())) if isinstance(g, str)]
+        _grade_ahead(raw_grade, cache[grader], pairs)
     if grades is None:
         tables["grades"] = _table_result(0, 0, "no grades.parquet")
     else:
-        checked, agree, found = _check_grades(grades, grade)
+        checked, agree, found = _check_grades(grades, grade, extractions)
         tables["grades"] = _table_result(checked, agree)
         collect("grades", found)
     if rollouts is None:
@@ -198,7 +230,7 @@ def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache
             0, 0, f"not checked: rollouts.parquet has no 'gold' column ({len(rollouts)} rows); "
                   "rollouts cannot be regraded without it")
     else:
-        checked, agree, no_gold, found = _check_rollouts(rollouts, gate_known, gate, reward)
+        checked, agree, no_gold, found = _check_rollouts(rollouts, gate_known, gate, reward, grade, preds)
         parts = []
         if no_gold:
             parts.append(f"{no_gold} row(s) without a gold not checked")

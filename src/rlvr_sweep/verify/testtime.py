@@ -24,7 +24,6 @@ from rlvr_sweep.analysis.table4 import build_table4
 from rlvr_sweep.analysis.table5a import build_table5a
 from rlvr_sweep.analysis.table5b import build_table5b
 from rlvr_sweep.reward import graders
-from rlvr_sweep.verify.margins import Loader, fork_margin_problems, probe_margin_problems
 from rlvr_sweep.verify.rebuild import saved_problems
 from rlvr_sweep.verify.regrade import _check_grades, _memoised, format_disagreement, run_grader
 from rlvr_sweep.verify.testtime_rules import fork_problems, probe_problems, sampled_problems
@@ -133,6 +132,8 @@ def run_pass4(sweep: Sweep, tables_dir=None, margin_items: int = 3, device: str 
     regraded, problems = regrade_problems(sweep, {} if cache is None else cache)
     counts, more = structure_problems(sweep)
     problems += more
+    from rlvr_sweep.verify.margins import Loader, fork_margin_problems, probe_margin_problems  # torch, models
+
     loader, margins, notes = Loader(device), 0, []
     runs = pd.concat([sweep.runs, sweep.eval_runs], ignore_index=True)
     for r in readouts_of(sweep, "fork3"):

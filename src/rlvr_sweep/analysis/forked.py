@@ -1,0 +1,76 @@
+"""A sweep's tables built on several cores: `built(names, build_one, jobs)`.
+
+Each table is a function of the loaded sweep alone, and its work is Python (pandas, bootstrap loops)
+that threads cannot spread. With `jobs` > 1 the tables are split by their usual cost (`COST`) into
+`jobs` groups; this process builds the first, and a forked child per other group builds that one
+(it shares the loaded sweep, copied on write) and sends its tables back through a pipe. Every table
+is the same as one built here: the builders are deterministic, their resampling seeded. Where `fork`
+is not available (macOS, Windows) everything is built here; a child that fails or dies has its group
+built here again, so a builder's error surfaces as it would without children.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+# seconds each table took at 1,024 smoke runs (`bench/bench_store.py`); others count 0.1
+COST = {"table4": 3.9, "baseline_runs": 2.9, "table1": 2.5, "audit": 2.5, "baseline_readouts": 2.0,
+        "strata": 1.8, "table5b": 0.9, "table2a": 0.65, "table2b": 0.25}
+_BUILD = None  # the parent's build_one, inherited by the forked children
+
+
+def default_jobs() -> int:
+    """A process per usable core, at most 4 (`RLVR_SWEEP_TABLE_JOBS=N` sets it)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return int(os.environ.get("RLVR_SWEEP_TABLE_JOBS", 0)) or max(1, min(cores, 4))
+
+
+def groups(names: list[str], jobs: int) -> list[list[str]]:
+    """`names` in at most `jobs` groups of about equal cost (the costliest first, each to the lightest
+    group); each group keeps the names' order."""
+    loads = [[0.0, []] for _ in range(max(1, min(jobs, len(names))))]
+    for name in sorted(names, key=lambda n: -COST.get(n, 0.1)):
+        lightest = min(loads, key=lambda g: g[0])
+        lightest[0] += COST.get(name, 0.1)
+        lightest[1].append(name)
+    return [sorted(g, key=names.index) for _, g in loads if g]
+
+
+def built(names, build_one, jobs: int = 1) -> dict:
+    """{name: build_one(name)} for every name, in order; on `jobs` processes (module docstring)."""
+    names = list(names)
+    if jobs <= 1 or len(names) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return {name: build_one(name) for name in names}
+    global _BUILD
+    parts = groups(names, jobs)
+    context = multiprocessing.get_context("fork")
+    _BUILD, children = build_one, []
+    try:
+        for part in parts[1:]:
+            receive, send = context.Pipe(duplex=False)
+            child = context.Process(target=_child, args=(part, send), daemon=True)
+            child.start()
+            send.close()
+            children.append((part, child, receive))
+    finally:
+        _BUILD = None
+    done = {name: build_one(name) for name in parts[0]}
+    for part, child, receive in children:
+        try:
+            status, tables = receive.recv()  # sent by this process's own child (module docstring)
+        except (EOFError, OSError):
+            status, tables = "died", None
+        receive.close()
+        child.join()
+        done.update(tables if status == "ok" else {name: build_one(name) for name in part})
+    return {name: done[name] for name in names}
+
+
+def _child(names: list[str], send) -> None:
+    try:
+        send.send(("ok", {name: _BUILD(name) for name in names}))
+    except BaseException:  # built again by the parent, which then raises it as it would have
+        send.send(("failed", None))
+    finally:
+        send.close()

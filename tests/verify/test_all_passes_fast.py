@@ -1,0 +1,56 @@
+"""How `verify all` saves time without checking less: PASS 2 in its own process beside PASS 1, and the
+regrade of a sweep grading what is new concurrently and remembering outcomes across runs."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from rlvr_sweep.verify import passes, regrade_run
+from tests.verify.test_verify import WRONG_ITEM, write_run
+
+
+def test_pass2_beside_gives_what_pass2_gives_here():
+    beside = passes.Pass2Beside()
+    here = passes.pass2()
+    result = beside.result()
+    assert result.ok and result.summary == here.summary
+    assert "(0.50, 0.50) vs root restart (0.50, 0.25)" in result.summary and 0 < result.seconds < 60
+
+
+def test_a_pass2_process_that_fails_fails_the_pass_with_its_last_line(monkeypatch):
+    monkeypatch.setattr(passes, "PASS2_MODULE", "rlvr_sweep.verify.no_such_module")
+    result = passes.Pass2Beside().result()
+    assert not result.ok and result.summary == "the analytic checks did not run"
+    assert result.problems[0].startswith("PASS 2 process: ") and "no_such_module" in result.problems[0]
+    monkeypatch.setattr(passes.sys, "executable", "/nonexistent/python")
+    result = passes.Pass2Beside().result()
+    assert not result.ok and "cannot start the PASS 2 process" in result.problems[0]
+
+
+def test_the_remembering_regrade_finds_what_the_plain_one_finds(tmp_path):
+    root = tmp_path / "runs"
+    runs = [write_run(root / f"smoke/ra_flat/h512_s{i}_abcd123{i}") for i in (1, 2)]
+    rollouts = pd.read_parquet(runs[1] / "rollouts.parquet")
+    rollouts.loc[3, "correct"] = 0.0  # the 1/2 = \frac{1}{2} rollout, which needs the sympy worker
+    rollouts.to_parquet(runs[1] / "rollouts.parquet", index=False)
+    cache: dict = {}
+    for run in runs:
+        plain, remembering = regrade_run(run), regrade_run(run, cache=cache)
+        assert remembering["tables"] == plain["tables"]
+        assert remembering["disagreements"] == plain["disagreements"]
+    assert [d["key"].get("item_id", d["key"].get("index")) for d in remembering["disagreements"]] == [WRONG_ITEM, 3]
+    assert remembering["disagreements"][1]["diffs"]["correct"] == {"stored": 0.0, "recomputed": 1.0}
+    assert cache["baseline"][("1/2", r"\frac{1}{2}")] is True  # graded once, for both runs
+
+
+def test_verify_imports_no_torch_until_a_pass_needs_it():
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    code = ("import sys, rlvr_sweep.verify, rlvr_sweep.verify.cli; "
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
+    assert proc.stdout.strip() == "[]", proc.stderr  # PASS 2 runs torch in its own process
