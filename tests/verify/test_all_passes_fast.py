@@ -54,3 +54,14 @@ def test_verify_imports_no_torch_until_a_pass_needs_it():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
     assert proc.stdout.strip() == "[]", proc.stderr  # PASS 2 runs torch in its own process
+
+
+def test_pass1_hashing_the_folders_beside_the_regrade_reports_what_it_reports_alone(tmp_path):
+    root = tmp_path / "runs"
+    for i in (1, 2, 3):
+        write_run(root / f"smoke/ra_flat/h512_s{i}_abcd123{i}")  # no manifest: each folder is damaged
+    alone, beside = passes.pass1(root, jobs=1), passes.pass1(root, jobs=2)
+    assert beside.summary == alone.summary and beside.problems == alone.problems
+    assert "0/3 run folders intact" in alone.summary
+    assert sum("manifest.json: missing" in p for p in alone.problems) == 3
+    assert sum(WRONG_ITEM in p for p in alone.problems) == 3  # interleaved per run, in run order

@@ -1,4 +1,5 @@
-"""A sweep's tables built on several cores: `built(names, build_one, jobs)`.
+"""A sweep's tables built on several cores: `built(names, build_one, jobs)` (and other work named so:
+`verify all` hashes every run folder in a child while it regrades them).
 
 Each table is a function of the loaded sweep alone, and its work is Python (pandas, bootstrap loops)
 that threads cannot spread. With `jobs` > 1 the tables are split by their usual cost (`COST`) into

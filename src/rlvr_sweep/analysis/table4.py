@@ -52,8 +52,8 @@ def item_candidates(rows: pd.DataFrame, seeds: list, with_ids: bool = False):
     (and the item ids, with `with_ids`)."""
     answers = rows["extracted"].where(~rows["capped_unboxed"].astype(bool), "")
     by: dict = {}  # seed -> {item_id: (index, Candidate)}
-    for s, i, index, answer, length, correct in zip(rows["seed"], rows["item_id"], rows["index"], answers,
-                                                    rows["length"], rows["correct"]):
+    columns = [rows["seed"], rows["item_id"], rows["index"], answers, rows["length"], rows["correct"]]
+    for s, i, index, answer, length, correct in zip(*(c.tolist() for c in columns)):  # not a pandas walk per cell
         by.setdefault(s, {})[i] = (index, Candidate(answer or "", int(length), float(correct)))
     first = by[seeds[0]]
     order = sorted(first, key=lambda i: first[i][0])

@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from rlvr_sweep.analysis import load_sweep
-from rlvr_sweep.analysis.forked import default_jobs
+from rlvr_sweep.analysis.forked import built, default_jobs
 from rlvr_sweep.analysis.report import SELECTION
 from rlvr_sweep.reward import grading
 from rlvr_sweep.store import CollectError
@@ -71,19 +71,26 @@ class PassResult:
         return out
 
 
-def pass1(root) -> PassResult:
+def pass1(root, jobs: int | None = None) -> PassResult:
+    """The regrade here, and the folders' integrity (every file hashed, the weights included) beside it in a
+    forked process (`analysis.forked`; `jobs=1`: both here); problems in run order either way."""
     root = Path(root)
     runs = find_runs(root, finished_only=True)
     grades = rollouts = intact = 0
     problems, cache = [], {}
     grading.warm_up()  # no grade's deadline includes the workers' start
-    for run_dir in runs:
-        r = regrade_run(run_dir, _label(run_dir, root), cache=cache)
+
+    def part(name: str) -> list:
+        if name == "integrity":
+            return [run_problems(run_dir) for run_dir in runs]
+        return [regrade_run(run_dir, _label(run_dir, root), cache=cache) for run_dir in runs]
+
+    done = built(["regrade", "integrity"], part, default_jobs() if jobs is None else jobs)
+    for r, damaged in zip(done["regrade"], done["integrity"]):
         grades += r["tables"]["grades"]["checked"]
         rollouts += r["tables"]["rollouts"]["checked"]
         problems += [format_disagreement(d) for d in r["disagreements"]]
         problems += [f"{r['run']}: {n}" for n in r["notes"] if "not checked" in n]  # a finished run must be checkable
-        damaged = run_problems(run_dir)
         intact += not damaged
         problems += damaged
     return PassResult("PASS 1", f"{len(runs)} finished runs; {grades} grades and {rollouts} rollout rewards regraded; "
