@@ -23,7 +23,7 @@ import pandas as pd
 import yaml
 
 from rlvr_sweep.config import Config, bookkeeping_keys
-from rlvr_sweep.store.remembered import stamp
+from rlvr_sweep.io.digest import stamp
 
 BOOKKEEPING = bookkeeping_keys(Config) | {"seed"}  # what never tells two rows apart
 MAX_SHOWN = 4  # differences spelled out in a label; more are counted

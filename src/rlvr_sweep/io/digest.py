@@ -1,4 +1,6 @@
-"""A file's sha256, memoised while the file stays the same (a sweep plans many jobs on the same files)."""
+"""A file's sha256, memoised while the file stays the same (a sweep plans many jobs on the same files),
+and the stamp that says a file is the same: its size, mtime, ctime, inode and device (any write sets the
+ctime, which no user tool sets back; a copy is a new inode). `store.remembered` keys its cache by it too."""
 
 from __future__ import annotations
 
@@ -9,11 +11,16 @@ from pathlib import Path
 _DIGESTS: dict[tuple, str] = {}
 
 
+def stamp(st: os.stat_result) -> list[int]:
+    """What identifies a file's content on disk (`os.stat` of it): equal stamps, the same bytes."""
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
 def file_sha256(path: Path, memo: bool = True) -> str:
-    """sha256 of a file's bytes. With `memo`, remembered by (real path, inode, size, mtime, ctime): any
-    write to the file changes its ctime, so a changed file is read again (`memo=False` always reads)."""
+    """sha256 of a file's bytes. With `memo`, remembered by its real path and `stamp`, so a changed file
+    is read again (`memo=False` always reads)."""
     st = os.stat(path)
-    key = (os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    key = (os.path.realpath(path), *stamp(st))
     if memo and key in _DIGESTS:
         return _DIGESTS[key]
     h = hashlib.sha256()

@@ -33,10 +33,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rlvr_sweep.io.digest import stamp
 from rlvr_sweep.store import schema
 from rlvr_sweep.store.manifest import verify_manifest
 from rlvr_sweep.store.parallel import folder_map
-from rlvr_sweep.store.remembered import Remembered, stamp
+from rlvr_sweep.store.remembered import Remembered
 from rlvr_sweep.store.rundir import DONE_MARKER, RUN_JSON, RUN_KEYS
 from rlvr_sweep.store.tables import TABLES
 from rlvr_sweep.store.walk import walk

@@ -34,6 +34,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from rlvr_sweep.io.atomic import atomic_write_bytes
+from rlvr_sweep.io.digest import stamp
 
 FOLDER = ".rlvr_sweep"
 VERSION = 1
@@ -43,10 +44,6 @@ ENV = "RLVR_SWEEP_REMEMBER"
 
 def enabled() -> bool:
     return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
-
-
-def stamp(st: os.stat_result) -> list[int]:
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
 def settled(st: os.stat_result, read_at: float) -> bool:
