@@ -91,18 +91,21 @@ def test_the_cache_can_be_turned_off_and_a_garbled_one_is_ignored(tmp_path, fini
     assert len(_cache(root)["entries"]) == 4  # rewritten whole
 
 
-def test_a_remembered_entry_for_another_state_of_the_file_is_not_used(tmp_path, finished_run, settled_now):
+def test_a_remembered_digest_the_manifest_disputes_is_taken_again(tmp_path, finished_run, settled_now, monkeypatch):
     root = sweep_of(tmp_path, finished_run, "a")
     collect(root)
     cache = _cache(root)
     key = next(k for k in cache["entries"] if k.endswith("pairs.parquet"))
-    cache["entries"][key][1]["sha256"] = "0" * 64  # a lie, for a file in the state it is in
+    cache["entries"][key][1]["sha256"] = "0" * 64  # a wrong entry for the file in the state it is in
+    cache["entries"][key][1]["schema"] = ["not", "an", "id"]
     (root / remembered.FOLDER / "tables.json").write_text(json.dumps(cache))
-    with pytest.raises(CollectError, match="content differs from the manifest"):
-        collect(root)  # the cache is believed for that state, and the manifest disagrees: refused, not hidden
-    cache["entries"][key][0][1] += 1  # another mtime: a new state, read and hashed again
+    assert len(collect(root)["pairs"]) > 0  # hashed again, and it matches its manifest: not a false alarm
+    cache = _cache(root)
+    cache["entries"][key][1]["sha256"] = "0" * 64
     (root / remembered.FOLDER / "tables.json").write_text(json.dumps(cache))
-    assert len(collect(root)["pairs"]) > 0
+    hashes = _count_hashes(monkeypatch)
+    assert len(gather(root, False, decode=False)[2]["pairs"]) == 1
+    assert len(hashes) == 4  # that run's four tables read and hashed again, nothing believed
 
 
 def test_parsed_configs_are_remembered_flattened_and_yaml_is_not_parsed_again(tmp_path, finished_run, settled_now,

@@ -13,7 +13,9 @@ read (a file system with coarse timestamps could give a write just after the rea
 What is remembered: a table's sha256, the arrow schema of its footer and that it passed the footer
 checks (result schema version, its rows carry the run's keys), so `store collect`'s first pass reads
 no table; a run's parsed `config.yaml`, so the analysis parses no YAML. A table whose sha256 is
-remembered is still decoded from disk; only its hash is not taken again.
+remembered is still decoded from disk; only its hash is not taken again. A remembered digest that the
+run's manifest disputes makes `collect` read and hash that run again, so a stale or garbled cache never
+refuses a good run (nor passes a damaged one).
 
 What is not trusted to it: `verify all` hashes every file of every run, the saved model included, with
 no cache; a flipped byte that a cache could hide (one written with its stamp forged by a root user) is
@@ -119,6 +121,8 @@ class Remembered:
         return sid
 
     def schema(self, sid: str) -> pa.Schema | None:
+        if not isinstance(sid, str):
+            return None
         if sid not in self._parsed:
             blob = self._schemas.get(sid)
             try:
