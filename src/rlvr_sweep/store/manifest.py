@@ -7,8 +7,8 @@ except itself, `DONE`, the resumable checkpoint (removed once the run is done), 
 the run finishes). `verify_manifest` reports a missing, resized or altered file, a
 file the manifest does not know, and a missing or unreadable manifest.
 
-What is hashed on every read: `collect` (and so every analysis) hashes every file but the saved
-model's, whose presence and size it checks (`hash_model=False`: the weights are most of a run's
+What is checked on every read: `collect` (and so every analysis) checks every file's digest but the
+saved model's, whose presence and size it checks (`hash_model=False`: the weights are most of a run's
 bytes and no table is computed from them); `verify all` hashes every file, the weights included.
 A flipped byte in a table is caught by both, one in the weights by verify. `collect` remembers the
 digests it took between calls (`store.remembered`: keyed by a file's size, mtime, ctime, inode and
