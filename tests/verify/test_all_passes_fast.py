@@ -65,3 +65,17 @@ def test_pass1_hashing_the_folders_beside_the_regrade_reports_what_it_reports_al
     assert "0/3 run folders intact" in alone.summary
     assert sum("manifest.json: missing" in p for p in alone.problems) == 3
     assert sum(WRONG_ITEM in p for p in alone.problems) == 3  # interleaved per run, in run order
+
+
+def test_pass3_checking_the_ledgers_beside_the_table_builds_reports_what_it_reports_alone():
+    from tests.analysis import handmade
+
+    def tampered():
+        sweep = handmade.sweep()
+        sweep.pairs.loc[0, "category"] = "no_such_category"  # a ledger law broken
+        return sweep
+
+    alone = passes.pass3(None, None, load=tampered, jobs=1)
+    beside = passes.pass3(None, None, load=tampered, jobs=2)
+    assert beside.summary == alone.summary and beside.problems == alone.problems
+    assert "28 pairs" in alone.summary and any("no_such_category" in p for p in alone.problems)

@@ -158,15 +158,23 @@ def left_out_problems(sweep) -> list[str]:
             if not str(r.why).startswith(("unfinished", "not selected", "not profile"))]
 
 
-def pass3(root, tables_dir=None, load=None) -> PassResult:
-    """`load`: returns the collected sweep (`run_all` collects it once for PASS 3 and 4)."""
+def pass3(root, tables_dir=None, load=None, jobs: int | None = None) -> PassResult:
+    """`load`: returns the collected sweep (`run_all` collects it once for PASS 3 and 4). The ledger laws
+    are checked in a forked child while this process builds the tables the checks below read (on `jobs`
+    processes, `analysis.forked`; `jobs=1`: all here)."""
     try:
         sweep = (load or (lambda: load_checked_sweep(root, tables_dir)))()
     except CollectError as err:
         return PassResult("PASS 3", "the sweep cannot be collected", [str(err)])
-    prebuild(sweep, tables_dir, default_jobs())
-    n_pairs, problems = pair_problems(sweep.pairs, sweep.rollouts, sweep.runs)
-    counts, more = step_problems(sweep.steps, sweep.rollouts, sweep.pairs, sweep.runs)
+    jobs = default_jobs() if jobs is None else jobs
+
+    def part(name: str):
+        if name == "tables":  # here: the tables built fill this process's reuse cache
+            return prebuild(sweep, tables_dir, jobs)
+        return (pair_problems(sweep.pairs, sweep.rollouts, sweep.runs),
+                step_problems(sweep.steps, sweep.rollouts, sweep.pairs, sweep.runs))
+
+    (n_pairs, problems), (counts, more) = built(["tables", "ledgers"], part, jobs)["ledgers"]
     problems += more + left_out_problems(sweep)
     trained = int((sweep.runs.get("totals.steps", pd.Series(dtype=float)).fillna(0) > 0).sum()) if len(sweep.runs) else 0
     if trained and (not n_pairs or not counts["steps"]):
