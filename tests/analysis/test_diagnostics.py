@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -62,6 +63,14 @@ def test_equations_are_the_adjacent_pairs_of_every_chain():
     assert equations("12+7=19") == {"12+7=19"}
     assert equations("no equation, a = b; x =") == set()  # a pair needs both sides and a digit
     assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2 and common_prefix([], [1]) == 0
+
+
+def test_common_prefix_is_the_first_difference_at_every_position():
+    base = list(range(100, 140))
+    for at in range(len(base) + 1):
+        other = base[:at] + [-1] + base[at:]
+        assert common_prefix(base, other) == at and common_prefix(np.array(other), tuple(base)) == at
+        assert common_prefix(base, base[:at]) == at  # one a prefix of the other
 
 
 def test_short_and_multi_step_read_outs_by_hand():

@@ -45,16 +45,19 @@ def _count_hashes(monkeypatch) -> list:
 
 def test_a_second_collect_reads_no_table_it_has_checked(tmp_path, finished_run, settled_now, monkeypatch):
     root = sweep_of(tmp_path, finished_run, "a")
-    first = gather(root, False, decode=False)
+    first = gather(root, False)
     entries = _cache(root)["entries"]
     assert sorted(os.path.basename(k) for k in entries) == sorted(f"{t}.parquet" for t in TABLES)
     hashes = _count_hashes(monkeypatch)
-    second = gather(root, False, decode=False)
+    second = gather(root, False)
     assert hashes == []  # nothing hashed: every table was remembered in the state it is in
     assert [(p, d, s) for p, d, s in second[2]["rollouts"]] == [(p, d, s) for p, d, s in first[2]["rollouts"]]
     assert all(second[2][t][0][2].equals(first[2][t][0][2]) for t in TABLES)  # the same arrow schemas
-    frames = collect(root)  # decoded tables: read from disk, not hashed again
-    assert len(frames["steps"]) == 2 and hashes == []
+    frames = collect(root)  # decoded: each file read and checked against the first pass's digest
+    assert len(frames["steps"]) == 2 and len(hashes) == 4
+    hashes.clear()
+    again = collect(root)  # the same files: their joined tables come from the snapshot, none read
+    assert hashes == [] and all(again[t].equals(frames[t]) for t in TABLES)
 
 
 def test_a_flipped_byte_is_caught_after_the_cache_remembered_the_file(tmp_path, finished_run, settled_now):
@@ -67,7 +70,7 @@ def test_a_flipped_byte_is_caught_after_the_cache_remembered_the_file(tmp_path, 
     path.write_bytes(bytes(data))
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # its size and mtime as they were
     with pytest.raises(CollectError, match="content differs from the manifest"):
-        gather(root, False, decode=False)
+        gather(root, False)
     with pytest.raises(CollectError, match="content differs from the manifest"):
         collect(root)
 
@@ -105,7 +108,7 @@ def test_a_remembered_digest_the_manifest_disputes_is_taken_again(tmp_path, fini
     cache["entries"][key][1]["sha256"] = "0" * 64
     (root / remembered.FOLDER / "tables.json").write_text(json.dumps(cache))
     hashes = _count_hashes(monkeypatch)
-    assert len(gather(root, False, decode=False)[2]["pairs"]) == 1
+    assert len(gather(root, False)[2]["pairs"]) == 1
     assert len(hashes) == 4  # that run's four tables read and hashed again, nothing believed
 
 

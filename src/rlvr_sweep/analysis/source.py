@@ -131,7 +131,7 @@ class Sweep:
         parts = cached[2]
         if key not in parts:
             hit = cached[1].get(key)
-            parts[key] = frame.iloc[hit] if hit is not None else frame.iloc[:0]
+            parts[key] = cut(frame, hit) if hit is not None else frame.iloc[:0]
         return parts[key].copy(deep=False)
 
     def once(self, key, make):
@@ -270,6 +270,15 @@ class Sweep:
         """The one arm row `ref` names (`candidates`); None when the sweep lacks it or it names several."""
         units = self.candidates(ref, profile)
         return units[0] if len(units) == 1 else None
+
+
+def cut(frame: pd.DataFrame, positions) -> pd.DataFrame:
+    """`frame.iloc[positions]`. Positions that run unbroken (one run's rows of a ledger, read file by
+    file) are cut as a slice, which copies no column; others are taken."""
+    positions = np.asarray(positions, dtype=np.int64)
+    if len(positions) and (np.diff(positions) == 1).all():
+        return frame.iloc[positions[0]:positions[-1] + 1]
+    return frame.iloc[positions]
 
 
 def _base_labels(runs: pd.DataFrame, notes: list) -> dict:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -15,15 +16,17 @@ def temp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
-def atomic_write(path: Path, write: Callable[[BinaryIO], None], mode: int | None = None) -> None:
-    """Put `path` in place whole: `write(f)` fills a temporary file beside it, which is flushed to disk
-    and renamed over `path` (a reader sees the old file or the new one, never half of one). A failed
-    write removes its temporary file. `mode`: the new file's permission bits (default: the umask's)."""
+@contextlib.contextmanager
+def atomic_file(path: Path, mode: int | None = None) -> Iterator[BinaryIO]:
+    """Put `path` in place whole: the block fills the yielded temporary file beside it, which is flushed
+    to disk and renamed over `path` (a reader sees the old file or the new one, never half of one). A
+    block that raises removes the temporary file. `mode`: the new file's permission bits (default: the
+    umask's)."""
     path = Path(path)
     tmp = temp_name(path)
     try:
         with open(tmp, "wb") as f:
-            write(f)
+            yield f
             f.flush()
             os.fsync(f.fileno())  # on disk before the rename makes it the file
         if mode is not None:
@@ -32,6 +35,12 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None], mode: int | None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], None], mode: int | None = None) -> None:
+    """`atomic_file`, filled by `write(f)`."""
+    with atomic_file(path, mode) as f:
+        write(f)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

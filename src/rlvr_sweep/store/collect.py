@@ -11,7 +11,9 @@ Finding no run at all is an error that says where it looked. Unless `allow_skipp
 run is an error too (`CollectError`), so a table never silently lacks a run.
 
 What a call learns of the files (digests, schemas) is remembered under the root for the next call, by
-each file's stamp (`store.remembered`): a file that changed since is read and hashed again.
+each file's stamp (`store.remembered`): a file that changed since is read and hashed again. The tables
+it joins are kept there too (`store.snapshot`): a later call that finds exactly the same files, with
+the same digests, reads the joined table instead of decoding every file again.
 
 Schema versions: a table or run.json written by another version is refused by name (older files are
 not upgraded: version 2 keyed runs by their settings alone, version 1 lacks `paper_arm`), so rerun
@@ -38,6 +40,7 @@ from rlvr_sweep.store import schema
 from rlvr_sweep.store.manifest import verify_manifest
 from rlvr_sweep.store.parallel import folder_map
 from rlvr_sweep.store.remembered import Remembered
+from rlvr_sweep.store.snapshot import Snapshot
 from rlvr_sweep.store.rundir import DONE_MARKER, RUN_JSON, RUN_KEYS
 from rlvr_sweep.store.tables import TABLES
 from rlvr_sweep.store.walk import walk
@@ -93,12 +96,11 @@ def _foreign_rows(path: Path, parquet: pq.ParquetFile, info: dict) -> str | None
     return None
 
 
-def _check_run(folder: Path, decode: bool = True, memo: Remembered | None = None) -> tuple[dict | None, str | None, dict]:
+def _check_run(folder: Path, memo: Remembered | None = None) -> tuple[dict | None, str | None, dict]:
     """(run.json, None, its tables) for a finished, intact, current-schema run; else (None, why, {}).
-    Each table file is read from disk once: its bytes are hashed against the manifest and parsed. With
-    `decode=False` the tables are {name: (path, sha256, arrow schema)}: checked, not decoded. `memo`:
-    what earlier calls learnt of the files (`store.remembered`): a table in the state it was checked in
-    is not hashed again, and with `decode=False` not read at all."""
+    The tables are {name: (path, sha256, arrow schema)}: each file's bytes hashed against the manifest
+    and its footer checked, not decoded. `memo`: what earlier calls learnt of the files
+    (`store.remembered`): a table in the state it was checked in is not read at all."""
     if not (folder / DONE_MARKER).is_file():
         try:
             status = json.loads((folder / RUN_JSON).read_text()).get("status", "?")
@@ -127,7 +129,7 @@ def _check_run(folder: Path, decode: bool = True, memo: Remembered | None = None
                 if hit is not None and not (isinstance(hit, dict) and hit.get("keys") == keys
                                             and memo.schema(hit.get("schema", "")) is not None):
                     hit = None
-                if hit is None or decode:
+                if hit is None:
                     blobs[name] = f.read()
                     if stamp(os.fstat(f.fileno())) != stamp(st):
                         hit, read_at = None, 0.0  # written while being read: nothing remembered of it
@@ -140,13 +142,13 @@ def _check_run(folder: Path, decode: bool = True, memo: Remembered | None = None
              else {"size": len(blobs[name]), "sha256": hashlib.sha256(blobs[name]).hexdigest()} for name in seen}
     problems = verify_manifest(folder, hash_model=False, known=known)  # verify hashes the weights too
     if problems and any(hits.values()):  # a remembered digest the manifest disputes: read and hash it all
-        return _check_run(folder, decode, memo=None)
+        return _check_run(folder, memo=None)
     if problems:
         return None, "damaged: " + "; ".join(problems), {}
     tables = {}
     for name in seen:
         path, sha = folder / f"{name}.parquet", known[f"{name}.parquet"]["sha256"]
-        if hits[name] is not None and not decode:  # checked by an earlier call in this very state
+        if hits[name] is not None:  # checked by an earlier call in this very state
             tables[name] = (path, sha, memo.schema(hits[name]["schema"]))
             continue
         try:
@@ -167,13 +169,7 @@ def _check_run(folder: Path, decode: bool = True, memo: Remembered | None = None
         if memo is not None and hits[name] is None:
             st, read_at = seen[name]
             memo.put(path, st, {"sha256": sha, "keys": keys, "schema": memo.schema_id(arrow_schema)}, read_at)
-        if not decode:
-            tables[name] = (path, sha, arrow_schema)
-            continue
-        try:
-            tables[name] = decoded(parquet)
-        except (OSError, pa.ArrowException) as err:
-            return None, f"{path}: not a readable parquet file ({err})", {}
+        tables[name] = (path, sha, arrow_schema)
     return {**info, "run_dir": str(folder)}, None, tables
 
 
@@ -183,18 +179,45 @@ def decoded(parquet: pq.ParquetFile) -> pa.Table:
 
 
 def collect(root, allow_skipped: bool = False) -> dict[str, pd.DataFrame]:
-    """Every finished, intact run's tables under `root`, concatenated (each file read once, per
-    table): {"runs": one row per run (run.json, flattened), "steps", "rollouts", "pairs", "grades",
-    "skipped": one row per run left out (run_dir, reason)}. See the module docstring."""
-    infos, skipped, read, _ = gather(root, allow_skipped)
+    """Every finished, intact run's tables under `root`, concatenated: {"runs": one row per run
+    (run.json, flattened), "steps", "rollouts", "pairs", "grades", "skipped": one row per run left out
+    (run_dir, reason)}. A table whose files are exactly those of the last collection, unchanged, is
+    read from its snapshot (`store.snapshot`); otherwise each file is read, checked against the digest
+    the first pass took, and joined. See the module docstring."""
+    infos, skipped, checked, _ = gather(root, allow_skipped)
     out = {"runs": runs_frame(infos)}
     for name in TABLES:
-        out[name] = _joined(read.pop(name)) if read[name] else pd.DataFrame(columns=list(schema.TABLE_KEYS))
+        out[name] = _frame(root, name, checked.pop(name))
     out["skipped"] = skipped_frame(skipped)
     return out
 
 
-def gather(root, allow_skipped: bool, decode: bool = True) -> tuple[list[dict], list[dict], dict[str, list], list]:
+def _frame(root, name: str, runs: list[tuple]) -> pd.DataFrame:
+    """One frame of every run's table `name` (`runs`: `gather`'s (path, sha256, schema) entries)."""
+    if not runs:
+        return pd.DataFrame(columns=list(schema.TABLE_KEYS))
+    kept = Snapshot(root, name)
+    table = kept.table(runs)
+    if table is None:
+        parts = list(folder_map(lambda run: read_checked(run[0], run[1]), runs))
+        try:
+            table = pa.concat_tables(parts, promote_options="default")
+        except (pa.ArrowTypeError, pa.ArrowInvalid):
+            return _joined(parts)
+        kept.keep(runs, [part.num_rows for part in parts], table)
+    return one_chunk(table).to_pandas()
+
+
+def read_checked(file: Path, digest: str) -> pa.Table:
+    """A run's table, decoded from bytes that hash to `digest` (what the first pass found)."""
+    blob = file.read_bytes()
+    if hashlib.sha256(blob).hexdigest() != digest:
+        raise CollectError(f"{file}: changed while being collected (its sha256 differs from the first pass's); "
+                           "collect again once the sweep is quiet")
+    return decoded(pq.ParquetFile(pa.BufferReader(blob), pre_buffer=False))
+
+
+def gather(root, allow_skipped: bool) -> tuple[list[dict], list[dict], dict[str, list], list]:
     """(run.json of each run collected, the skipped {run_dir, reason}, {table: one entry per run that has it
     (`_check_run`'s)}, moved-aside folders), raising CollectError as `collect` does. What it learns of
     the tables is remembered under the root for the next call (`store.remembered`)."""
@@ -211,8 +234,8 @@ def gather(root, allow_skipped: bool, decode: bool = True) -> tuple[list[dict], 
                           if "already visited" not in why]
     read: dict[str, list] = {name: [] for name in TABLES}
     memo = Remembered(root, "tables")
-    check = functools.partial(_check_run, decode=decode, memo=memo)
-    for folder, (info, why, tables) in zip(folders, _checked(check, folders, memo, decode)):
+    check = functools.partial(_check_run, memo=memo)
+    for folder, (info, why, tables) in zip(folders, _checked(check, folders, memo)):
         if info is None:
             skipped.append({"run_dir": str(folder), "reason": why})
             continue
@@ -234,12 +257,10 @@ def gather(root, allow_skipped: bool, decode: bool = True) -> tuple[list[dict], 
     return infos, skipped, read, stale
 
 
-def _checked(check, folders: list[Path], memo: Remembered, decode: bool):
+def _checked(check, folders: list[Path], memo: Remembered):
     """`check` of every folder, in order. Folders whose tables an earlier call checked cost a few stats
-    and JSON reads, Python work that threads only slow down: with `decode=False` they are checked on this
-    thread, the others (hashing, parsing: work in C that lets threads run) on `folder_map`'s threads."""
-    if decode:
-        return folder_map(check, folders)
+    and JSON reads, Python work that threads only slow down: they are checked on this thread, the others
+    (hashing, parsing: work in C that lets threads run) on `folder_map`'s threads."""
     known = [memo.knows(folder / f"{TABLES[0]}.parquet") for folder in folders]
     fresh = iter(folder_map(check, [f for f, k in zip(folders, known) if not k]))
     return (check(folder) if k else next(fresh) for folder, k in zip(folders, known))

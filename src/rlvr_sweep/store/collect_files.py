@@ -15,7 +15,6 @@ memory as `collect` joins it. Reading the files back (`pandas.read_parquet`) giv
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from pathlib import Path
@@ -26,23 +25,23 @@ import pyarrow.parquet as pq
 
 from rlvr_sweep.io.atomic import atomic_write
 from rlvr_sweep.store import schema
-from rlvr_sweep.store.collect import CollectError, _joined, decoded, gather, runs_frame, skipped_frame
+from rlvr_sweep.store.collect import CollectError, _joined, gather, read_checked, runs_frame, skipped_frame
 from rlvr_sweep.store.parallel import folder_map
+from rlvr_sweep.store.snapshot import BATCH, Snapshot
 from rlvr_sweep.store.tables import TABLES
 
-BATCH = 64  # runs decoded ahead of the writer, and written as one row group
 
 
 def collect_to_files(root, prefix, allow_skipped: bool = False) -> dict:
     """Write `prefix.<table>.parquet` for runs, steps, rollouts, pairs, grades and skipped, all renamed
     into place once every one is whole; returns {"paths": {table: path}, "rows": {table: rows},
     "skipped": [{run_dir, reason}], "stale": [moved-aside folders]}."""
-    infos, skipped, checked, stale = gather(root, allow_skipped, decode=False)
+    infos, skipped, checked, stale = gather(root, allow_skipped)
     paths = {name: Path(f"{prefix}.{name}.parquet") for name in ("runs", *TABLES, "skipped")}
     paths["runs"].parent.mkdir(parents=True, exist_ok=True)
     partial = {name: path.with_name(path.name + ".partial") for name, path in paths.items()}
     try:
-        rows = {name: _write_table(partial[name], checked[name]) for name in TABLES}
+        rows = {name: _write_table(partial[name], checked[name], Snapshot(root, name)) for name in TABLES}
         for name, frame in (("runs", runs_frame(infos)), ("skipped", skipped_frame(skipped))):
             _write_frame(partial[name], frame)
             rows[name] = len(frame)
@@ -58,25 +57,29 @@ def _write_frame(path: Path, frame) -> None:
     atomic_write(path, lambda f: frame.to_parquet(f, index=False))
 
 
-def _write_table(path: Path, runs: list[tuple[Path, str, pa.Schema]]) -> int:
-    """Append every run's table to one parquet file (see the module docstring); its row count."""
+def _write_table(path: Path, runs: list[tuple[Path, str, pa.Schema]], kept: Snapshot) -> int:
+    """Append every run's table to one parquet file (see the module docstring); its row count. `kept`:
+    the snapshot of the last collection, read instead of the files when it holds exactly these, and
+    kept anew when it does not."""
     if not runs:
         _write_frame(path, pd.DataFrame(columns=list(schema.TABLE_KEYS)))
         return 0
     try:
         unified = pa.unify_schemas([s for _, _, s in runs], promote_options="default")
     except (pa.ArrowTypeError, pa.ArrowInvalid):
-        frame = _joined([_read(file, digest) for file, digest, _ in runs])
+        frame = _joined([read_checked(file, digest) for file, digest, _ in runs])
         _write_frame(path, frame)
         return len(frame)
     total = 0
+    reused = kept.batches(runs, unified)
 
     def write(f) -> None:
         nonlocal total
         batches = [(runs[i:i + BATCH], unified) for i in range(0, len(runs), BATCH)]
-        with pq.ParquetWriter(f, unified) as writer:
-            for table in folder_map(_batch, batches):
+        with pq.ParquetWriter(f, unified) as writer, kept.recording(runs, unified, off=reused is not None) as record:
+            for table in reused if reused is not None else folder_map(_batch, batches):
                 writer.write_table(table, row_group_size=max(table.num_rows, 1))  # one row group per batch
+                record(table)
                 total += table.num_rows
 
     atomic_write(path, write)
@@ -86,15 +89,7 @@ def _write_table(path: Path, runs: list[tuple[Path, str, pa.Schema]]) -> int:
 def _batch(work: tuple[list, pa.Schema]) -> pa.Table:
     """One batch of runs' tables, read, checked, decoded and cast to the unified schema."""
     runs, unified = work
-    return pa.concat_tables([_aligned(_read(file, digest), unified) for file, digest, _ in runs])
-
-
-def _read(file: Path, digest: str) -> pa.Table:
-    blob = file.read_bytes()
-    if hashlib.sha256(blob).hexdigest() != digest:
-        raise CollectError(f"{file}: changed while being collected (its sha256 differs from the first pass's); "
-                           "collect again once the sweep is quiet")
-    return decoded(pq.ParquetFile(pa.BufferReader(blob), pre_buffer=False))
+    return pa.concat_tables([_aligned(read_checked(file, digest), unified) for file, digest, _ in runs])
 
 
 def _aligned(table: pa.Table, unified: pa.Schema) -> pa.Table:
