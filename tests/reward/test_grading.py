@@ -365,3 +365,18 @@ def test_works_inside_a_daemonic_pool_worker():
 def test_invalid_timeout_is_a_programming_error():
     with pytest.raises(ValueError):
         grade("1", "1", timeout_s=0)
+
+
+def test_a_caller_grading_one_answer_at_a_time_starts_one_worker():
+    grading.shutdown()
+    settled = time.monotonic() + 30
+    while grading._WORKER._live and time.monotonic() < settled:  # children still starting end as they start
+        time.sleep(0.05)
+    try:
+        assert grading._WORKER._live == 0
+        for _ in range(3):
+            assert grade("x^2+2x+1", "(x+1)^2") is True  # symbolic: through a worker
+        assert grading._WORKER._live == 1  # never two busy at once: the others are not started
+        assert grading.warm_up() and grading._WORKER._live == grading._WORKER.size  # an explicit warm-up starts all
+    finally:
+        assert grading.warm_up()

@@ -66,9 +66,22 @@ def _equations(text: str) -> frozenset[str]:
 
 
 def common_prefix(a, b) -> int:
-    """The length of the longest common prefix of two token sequences (halving the span that holds the
-    first difference: each test compares slices in C, not token by token in Python)."""
-    a, b = _ids(a), _ids(b)
+    """The length of the longest common prefix of two token sequences."""
+    return _common_bytes(_packed(a), _packed(b)) // _WIDTH
+
+
+_WIDTH = 8  # bytes per token id in `_packed`
+
+
+def _packed(tokens) -> bytes:
+    """A token sequence as the bytes of int64 ids: two sequences share a prefix of k tokens exactly when
+    their bytes share a prefix of at least 8k (and fewer than 8(k + 1))."""
+    return np.ascontiguousarray(tokens, dtype=np.int64).tobytes()
+
+
+def _common_bytes(a: bytes, b: bytes) -> int:
+    """The length of the longest common prefix of two byte strings, halving the span that holds the first
+    difference (each test compares slices in C, not item by item in Python)."""
     lo, hi = 0, min(len(a), len(b))
     if a[:hi] == b[:hi]:
         return hi
@@ -79,12 +92,6 @@ def common_prefix(a, b) -> int:
         else:
             hi = mid
     return lo
-
-
-def _ids(tokens) -> list:
-    if isinstance(tokens, list):
-        return tokens
-    return tokens.tolist() if hasattr(tokens, "tolist") else list(tokens)
 
 
 def _scale(frame: pd.DataFrame) -> float:
@@ -177,7 +184,7 @@ def surface_divergence(rollouts: pd.DataFrame) -> dict:
             continue
         winners = [i for i in members if rewards[i] == 1]
         win_equations = [equations(heads[i]) for i in winners]
-        win_tokens = [_ids(tokens[i]) for i in winners]
+        win_tokens = [_packed(tokens[i]) for i in winners]
         for i in members:
             if rewards[i] != 0:
                 continue
@@ -185,8 +192,8 @@ def surface_divergence(rollouts: pd.DataFrame) -> dict:
             mine = equations(heads[i])
             shared += any(mine & other for other in win_equations)
             if win_tokens:
-                loser = _ids(tokens[i])
-                prefixes.append(max(common_prefix(loser, w) for w in win_tokens))
+                loser = _packed(tokens[i])
+                prefixes.append(max(_common_bytes(loser, w) for w in win_tokens) // _WIDTH)
     return {"failed_active": failed, "shared_equation": shared,
             "shared_share": 100 * shared / failed if failed else float("nan"),
             "mean_lcp": float(np.mean(prefixes)) if prefixes else float("nan")}
@@ -194,14 +201,14 @@ def surface_divergence(rollouts: pd.DataFrame) -> dict:
 
 def run_diagnostics(steps: pd.DataFrame, rollouts: pd.DataFrame) -> dict:
     """§3.1 / §3.2 / §3.3 figures of one run from its step and rollout ledgers."""
-    rewards = [[float(x) for x in r] for r in steps.sort_values("step")["rewards"]]
+    rewards = [[float(x) for x in r] for r in steps[["step", "rewards"]].sort_values("step")["rewards"]]
     all0 = sum(bool(r) and max(r) == 0 for r in rewards)
     all1 = sum(bool(r) and min(r) == 1 for r in rewards)
     first = sorted(rollouts["step"].unique())[:EARLY_STEPS] if len(rollouts) else []
-    early = rollouts[rollouts["step"].isin(first)]
+    early = rollouts.loc[rollouts["step"].isin(first), "length"]  # the one column read: no text is cut
     out = {"steps": len(rewards), "all_zero": all0, "all_one": all1,
            "homogeneous_share": 100 * (all0 + all1) / len(rewards) if rewards else float("nan"),
-           "early_10_mean_tokens": float(early["length"].mean()) if len(early) else float("nan"),
+           "early_10_mean_tokens": float(early.mean()) if len(early) else float("nan"),
            "total_tokens": int(steps["gen_tokens"].sum())}
     have = {"tokens", "head_text"} <= set(rollouts.columns) and len(rollouts)
     return {**out, **(surface_divergence(rollouts) if have else

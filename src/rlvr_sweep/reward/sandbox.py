@@ -111,8 +111,10 @@ class SandboxWorker:
 
     def request(self, payload, limit: float):
         """The JSON reply to `payload` within `limit` s of this call; None on timeout, death, failure.
-        The first call in a process that never warmed the pool up also waits for a child's imports."""
-        if not self._live and not self.warm_up():
+        The first call in a process that never warmed the pool up starts one child and waits for its
+        imports; more are started only while every child is busy (a caller grading one answer at a time
+        never pays for the others' imports)."""
+        if not self._live and not self.warm_up(children=1):
             return None
         deadline = time.monotonic() + limit
         child = self._take(deadline)
@@ -137,11 +139,12 @@ class SandboxWorker:
         with self._changed:
             self._fill()
 
-    def warm_up(self) -> bool:
-        """Start the pool and wait (up to the startup timeout) until a child has done its imports."""
+    def warm_up(self, children: int | None = None) -> bool:
+        """Start the pool (`children` of it; all by default) and wait (up to the startup timeout) until
+        a child has done its imports."""
         deadline = time.monotonic() + self.startup_timeout_s
         with self._changed:
-            self._fill()
+            self._fill(children)
             while not self._idle and self._live and self.import_error is None:
                 if not self._changed.wait(max(0.0, deadline - time.monotonic())):
                     break
@@ -164,7 +167,7 @@ class SandboxWorker:
                 self._raise_import_error()
                 if self._idle:
                     return self._idle.pop()
-                self._fill()
+                self._fill(self._live + 1)  # every child busy or starting: one more, up to `size`
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
@@ -194,11 +197,13 @@ class SandboxWorker:
             self.counters.add("worker_restarts")
             self._start_child()
 
-    def _fill(self) -> None:
-        """Caller holds the condition. Start children up to `size` (not sooner than 1 s after a failure)."""
+    def _fill(self, upto: int | None = None) -> None:
+        """Caller holds the condition. Start children up to `upto` (at most `size`; default `size`), not
+        sooner than 1 s after a failure."""
         if time.monotonic() - self._failed_start_at < 1.0:
             return
-        while self._live < self.size:
+        target = self.size if upto is None else min(upto, self.size)
+        while self._live < target:
             self._live += 1
             threading.Thread(target=self._start_child, daemon=True).start()
 

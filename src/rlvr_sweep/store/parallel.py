@@ -12,6 +12,7 @@ their results are sent back, and they would re-import a user's script or noteboo
 
 from __future__ import annotations
 
+import collections
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,8 +26,12 @@ def threads() -> int:
     return int(os.environ.get("RLVR_SWEEP_WORKERS", 0)) or min(max(cores, MIN_THREADS), MAX_THREADS)
 
 
+AHEAD = 2  # results computed ahead of the consumer, per thread
+
+
 def folder_map(fn: Callable, items: list) -> Iterator:
-    """`map(fn, items)` on `threads()` threads, in the items' order."""
+    """`map(fn, items)` on `threads()` threads, in the items' order. At most `AHEAD` results per thread
+    wait for the consumer, so a slow consumer (a writer) does not make memory grow with the items."""
     n = threads()
     if n == 1 or len(items) < 2:
         return map(fn, items)
@@ -35,4 +40,10 @@ def folder_map(fn: Callable, items: list) -> Iterator:
 
 def _drain(fn: Callable, items: list, n: int) -> Iterator:
     with ThreadPoolExecutor(max_workers=n) as pool:
-        yield from pool.map(fn, items)
+        pending: collections.deque = collections.deque()
+        for item in items:
+            if len(pending) >= n * AHEAD:
+                yield pending.popleft().result()
+            pending.append(pool.submit(fn, item))
+        while pending:
+            yield pending.popleft().result()
