@@ -101,6 +101,7 @@ def build_strata(sweep: Sweep, reference=REFERENCE_ARMS) -> Table:
         solved = ref.pivot_table(index="item_id", columns="col", values="correct", aggfunc="first").dropna()
         n_ref = solved.shape[1]
         stratum = pd.Series([stratum_of(int(k), n_ref) for k in solved.sum(axis=1)], index=solved.index)
+        stratum_of_item = stratum.to_dict()  # looked up per item and arm below: a dict, not the Series
         for u in others:
             g = grade_rows(sweep, u, b)
             mine = g[g["item_id"].isin(stratum.index)]
@@ -108,7 +109,7 @@ def build_strata(sweep: Sweep, reference=REFERENCE_ARMS) -> Table:
                 continue
             by_item = mine.pivot_table(index="item_id", columns="seed", values="correct", aggfunc="first").dropna()
             for name in sorted(stratum.unique()):
-                items = [i for i in by_item.index if stratum[i] == name]
+                items = [i for i in by_item.index if stratum_of_item[i] == name]
                 part = by_item.loc[items].astype(float) if items else by_item.iloc[:0]
                 rows.append({"benchmark": b, "stratum": name, "label": sweep.label(u), "unit": u,
                              "reference": ",".join(reference), "n_reference": n_ref, "n_items": len(items),
