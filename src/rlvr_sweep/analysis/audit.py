@@ -24,7 +24,8 @@ from rlvr_sweep.store import RUN_KEYS
 def audit_rows(rollouts: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per rollout longer than its run's audit cut: the prefix's box, answer and reward."""
     info = runs[[*RUN_KEYS, "lengths.audit_prefix", "gate_chars"]].rename(columns={"lengths.audit_prefix": "cut"})
-    long = rollouts.merge(info, on=list(RUN_KEYS), how="inner")
+    read = [*RUN_KEYS, *(c for c in _READ if c in rollouts.columns and c not in RUN_KEYS)]  # no other text copied
+    long = rollouts[read].merge(info, on=list(RUN_KEYS), how="inner")
     long = long[long["length"] > long["cut"]]
     out = []
     for r in long.itertuples(index=False):
@@ -36,6 +37,9 @@ def audit_rows(rollouts: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
                     "r_512": training_reward(text, r.gold, gate) if text else 0.0,
                     "first_box_token": int(r.first_box_token)})
     return pd.DataFrame(out)
+
+
+_READ = ("unit", "seed", "step", "index", "length", "reward", "audit_prefix_text", "gold", "first_box_token")
 
 
 def summarize(audit: pd.DataFrame, n_rollouts: int) -> dict:
@@ -60,7 +64,7 @@ def build_audit(sweep: Sweep) -> Table:
                                              "(run a 1,024-token arm, e.g. +arm=stopped_tree horizon=1024)")
     rows = []
     for u in long_units:
-        ro = sweep.rollouts[sweep.rollouts["unit"] == u]
+        ro = sweep.rows("rollouts", unit=u)
         audit = audit_rows(ro, sweep.runs_of(u)) if len(ro) else pd.DataFrame()
         summary = summarize(audit, len(ro)) if len(audit) else summarize(_EMPTY, len(ro))
         rows.append({"label": sweep.label(u), "unit": u, "cut": int(sweep.runs_of(u)["lengths.audit_prefix"].iloc[0]),

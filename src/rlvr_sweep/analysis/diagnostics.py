@@ -140,9 +140,8 @@ def build_baseline_readouts(sweep: Sweep) -> Table:
             for b in sorted(first["benchmark"].unique(), key=benchmark_order):
                 rows.append(_readout_row(sweep.base_labels.get(key, BASE_LABEL), f"base:{key}", b,
                                          first[first["benchmark"] == b], 1, scales.get(first["run_hash"].iloc[0], 1.0)))
-    trained = g[g["phase"] == "trained"]
     for unit in sweep.units():
-        mine = trained[trained["unit"] == unit]
+        mine = sweep.rows("grades", unit=unit, phase="trained")
         scale = float(sweep.runs_of(unit)["length_scale"].iloc[0]) if "length_scale" in sweep.runs.columns else 1.0
         for b in sorted(mine["benchmark"].unique(), key=benchmark_order):
             part = mine[mine["benchmark"] == b]
