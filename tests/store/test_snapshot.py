@@ -149,3 +149,19 @@ def test_a_failing_collection_puts_no_snapshot_in_place_and_its_error_propagates
     assert list((tmp_path / ".rlvr_sweep").iterdir()) == []  # no temporary file left either
     kept.keep([("f", "d")], [2], table)
     assert kept.table([("f", "d")]).equals(table) and kept.table([("f", "other")]) is None
+
+
+def test_verify_reads_the_runs_own_files_never_a_snapshot(tmp_path, finished_run, settled_now):
+    """A snapshot forged whole (its index rewritten to match) fools `collect`, which trusts the cache as
+    it trusts the remembered digests; `verify`'s load decodes the runs' files, whose bytes PASS 1 hashes."""
+    from rlvr_sweep.verify.passes import load_checked_sweep
+
+    root = _sweep(tmp_path, finished_run, 2)
+    real = collect(root)
+    entries = [(p, d) for p, d in _files(root, "steps")]
+    forged = pa.Table.from_pandas(real["steps"].assign(gen_tokens=real["steps"]["gen_tokens"] + 1000), preserve_index=False)
+    Snapshot(root, "steps").keep(entries, [len(real["steps"]) // 2] * 2, forged)
+    assert (collect(root)["steps"]["gen_tokens"] >= 1000).all()  # the cache is believed here
+    assert collect(root, kept=False)["steps"].equals(real["steps"])
+    sweep = load_checked_sweep(root)
+    assert sorted(sweep.steps["gen_tokens"]) == sorted(real["steps"]["gen_tokens"])

@@ -321,15 +321,16 @@ def _readout_rows(grades, runs: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFra
     return rows[keep].reset_index(drop=True)
 
 
-def load_sweep(root, profile: str | None = None, where=None) -> Sweep:
+def load_sweep(root, profile: str | None = None, where=None, kept: bool = True) -> Sweep:
     """Every finished, intact run under `root` as a `Sweep`; optionally only one profile's runs and
     those whose config matches every `key=value` of `where` (strings, `--where train.steps=100`).
 
     Runs that `collect` leaves out (unfinished, damaged, another schema) are not analysed; each is
     named in `Sweep.notes` and `Sweep.provenance` with the reason. Raises
     `rlvr_sweep.store.CollectError` when `root` holds no run folder at all or two folders hold the
-    same run, ValueError for a malformed `where`."""
-    tables = collect(Path(root), allow_skipped=True)
+    same run, ValueError for a malformed `where`. `kept=False`: every table decoded from the runs' own
+    files, no snapshot read or kept (`store.snapshot`), as `verify all` loads a sweep."""
+    tables = collect(Path(root), allow_skipped=True, kept=kept)
     notes = [f"left out {r.run_dir}: {r.reason}" for r in tables["skipped"].itertuples()]
     configs = Remembered(root, "configs")
     sweep = Sweep.from_tables(tables, notes, where=parse_where(where), profile=profile, configs=configs)

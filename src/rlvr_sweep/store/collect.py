@@ -178,33 +178,34 @@ def decoded(parquet: pq.ParquetFile) -> pa.Table:
     return parquet.read(use_threads=False).replace_schema_metadata(None)
 
 
-def collect(root, allow_skipped: bool = False) -> dict[str, pd.DataFrame]:
+def collect(root, allow_skipped: bool = False, kept: bool = True) -> dict[str, pd.DataFrame]:
     """Every finished, intact run's tables under `root`, concatenated: {"runs": one row per run
     (run.json, flattened), "steps", "rollouts", "pairs", "grades", "skipped": one row per run left out
     (run_dir, reason)}. A table whose files are exactly those of the last collection, unchanged, is
-    read from its snapshot (`store.snapshot`); otherwise each file is read, checked against the digest
-    the first pass took, and joined. See the module docstring."""
+    read from its snapshot (`store.snapshot`; `kept=False`: none read or kept, as `verify` reads); otherwise each
+    file is read, checked against the digest the first pass took, and joined. See the module docstring."""
     infos, skipped, checked, _ = gather(root, allow_skipped)
     out = {"runs": runs_frame(infos)}
     for name in TABLES:
-        out[name] = _frame(root, name, checked.pop(name))
+        out[name] = _frame(root, name, checked.pop(name), kept)
     out["skipped"] = skipped_frame(skipped)
     return out
 
 
-def _frame(root, name: str, runs: list[tuple]) -> pd.DataFrame:
+def _frame(root, name: str, runs: list[tuple], use_kept: bool = True) -> pd.DataFrame:
     """One frame of every run's table `name` (`runs`: `gather`'s (path, sha256, schema) entries)."""
     if not runs:
         return pd.DataFrame(columns=list(schema.TABLE_KEYS))
     kept = Snapshot(root, name)
-    table = kept.table(runs)
+    table = kept.table(runs) if use_kept else None
     if table is None:
         parts = list(folder_map(lambda run: read_checked(run[0], run[1]), runs))
         try:
             table = pa.concat_tables(parts, promote_options="default")
         except (pa.ArrowTypeError, pa.ArrowInvalid):
             return _joined(parts)
-        kept.keep(runs, [part.num_rows for part in parts], table)
+        if use_kept:
+            kept.keep(runs, [part.num_rows for part in parts], table)
     return one_chunk(table).to_pandas()
 
 

@@ -153,7 +153,8 @@ def load_checked_sweep(root, tables_dir=None):
     selection = {}
     if tables_dir is not None and (Path(tables_dir) / SELECTION).is_file():
         selection = json.loads((Path(tables_dir) / SELECTION).read_text())
-    return load_sweep(root, profile=selection.get("profile"), where=selection.get("where") or None)
+    # decoded from the runs' files, whose bytes PASS 1 hashes: no snapshot of an earlier collection is trusted
+    return load_sweep(root, profile=selection.get("profile"), where=selection.get("where") or None, kept=False)
 
 
 def left_out_problems(sweep) -> list[str]:
