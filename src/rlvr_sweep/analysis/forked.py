@@ -27,24 +27,26 @@ def default_jobs() -> int:
     return int(os.environ.get("RLVR_SWEEP_TABLE_JOBS", 0)) or max(1, min(cores, 4))
 
 
-def groups(names: list[str], jobs: int) -> list[list[str]]:
-    """`names` in at most `jobs` groups of about equal cost (the costliest first, each to the lightest
-    group); each group keeps the names' order."""
+def groups(names: list[str], jobs: int, cost: dict | None = None) -> list[list[str]]:
+    """`names` in at most `jobs` groups of about equal cost (`cost`, default `COST`; the costliest first,
+    each to the lightest group); each group keeps the names' order."""
+    cost = COST if cost is None else cost
     loads = [[0.0, []] for _ in range(max(1, min(jobs, len(names))))]
-    for name in sorted(names, key=lambda n: -COST.get(n, 0.1)):
+    for name in sorted(names, key=lambda n: -cost.get(n, 0.1)):
         lightest = min(loads, key=lambda g: g[0])
-        lightest[0] += COST.get(name, 0.1)
+        lightest[0] += cost.get(name, 0.1)
         lightest[1].append(name)
     return [sorted(g, key=names.index) for _, g in loads if g]
 
 
-def built(names, build_one, jobs: int = 1) -> dict:
-    """{name: build_one(name)} for every name, in order; on `jobs` processes (module docstring)."""
+def built(names, build_one, jobs: int = 1, cost: dict | None = None) -> dict:
+    """{name: build_one(name)} for every name, in order; on `jobs` processes (module docstring), split
+    by `cost` (default `COST`)."""
     names = list(names)
     if jobs <= 1 or len(names) < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return {name: build_one(name) for name in names}
     global _BUILD
-    parts = groups(names, jobs)
+    parts = groups(names, jobs, cost)
     context = multiprocessing.get_context("fork")
     _BUILD, children = build_one, []
     try:

@@ -30,8 +30,15 @@ def write_table(run_dir: Path, name: str, rows: list[dict], keys: dict | None = 
     atomic_write(Path(run_dir) / f"{name}.parquet", lambda f: pq.write_table(table, f))
 
 
-def read_table(run_dir: Path, name: str) -> pd.DataFrame:
+def read_table(run_dir: Path, name: str, columns=None) -> pd.DataFrame:
+    """A run's table as a DataFrame (its result schema version checked). `columns`: decode only those of
+    them the table has (a reader of a few columns skips the token lists and texts it does not read)."""
     path = Path(run_dir) / f"{name}.parquet"
-    table = pq.read_table(path)
+    if columns is None:
+        table = pq.read_table(path)
+    else:
+        parquet = pq.ParquetFile(path)
+        have = set(parquet.schema_arrow.names)
+        table = parquet.read(columns=[c for c in dict.fromkeys(columns) if c in have], use_threads=False)
     schema.check_version(table.schema.metadata, str(path))
     return table.to_pandas()

@@ -67,13 +67,14 @@ def _read_run_json(run_dir: Path) -> dict:
     return info
 
 
-def _read_table(run_dir: Path, name: str, columns) -> pd.DataFrame | None:
-    """The table, None if its file is absent; BadInput if unreadable or missing a column."""
+def _read_table(run_dir: Path, name: str, columns, read=None) -> pd.DataFrame | None:
+    """The table, None if its file is absent; BadInput if unreadable or missing a column. `read`: decode
+    only these columns (those the table has) besides `columns` (default: all)."""
     path = run_dir / f"{name}.parquet"
     if not path.is_file():
         return None
     try:
-        frame = read_table(run_dir, name)
+        frame = read_table(run_dir, name, None if read is None else [*columns, *read])
     except Exception as err:  # pyarrow raises its own types (ArrowInvalid, ...)
         raise BadInput(f"cannot read {path}: {type(err).__name__}: {err}") from None
     missing = [c for c in columns if c not in frame.columns]

@@ -33,8 +33,8 @@ from pathlib import Path
 import pandas as pd
 
 from rlvr_sweep.analysis import load_sweep
-from rlvr_sweep.analysis.forked import built, default_jobs
-from rlvr_sweep.analysis.report import SELECTION
+from rlvr_sweep.analysis.forked import COST, built, default_jobs
+from rlvr_sweep.analysis.report import SELECTION, TABLES, read_saved
 from rlvr_sweep.reward import grading
 from rlvr_sweep.store import CollectError
 from rlvr_sweep.verify.attribution import attribution_problems
@@ -44,7 +44,7 @@ from rlvr_sweep.verify.dyadic import dyadic_problems
 from rlvr_sweep.verify.compare import _label, find_runs
 from rlvr_sweep.verify.integrity import run_problems
 from rlvr_sweep.verify.ledgers import pair_problems, step_problems
-from rlvr_sweep.verify.rebuild import prebuild, saved_problems, table1_problems, table2a_problems, table3_problems
+from rlvr_sweep.verify.rebuild import saved_problems, table1_problems, table2a_problems, table3_problems
 from rlvr_sweep.verify.regrade import format_disagreement, regrade_run
 
 SHOWN = 20  # problems printed per pass (all are counted)
@@ -164,40 +164,53 @@ def left_out_problems(sweep) -> list[str]:
             if not str(r.why).startswith(("unfinished", "not selected", "not profile"))]
 
 
+# seconds each part of PASS 3 took at 1,024 smoke runs: a table's build and its own checks, the ledger laws
+PASS3_COST = {**COST, "ledgers": 5.4, "table1": 4.8, "audit": 3.2, "table2a": 1.1}
+_TABLE_CHECKS = {"table1": table1_problems, "table2a": table2a_problems, "table3": table3_problems,
+                 "audit": audit_problems}
+
+
 def pass3(root, tables_dir=None, load=None, jobs: int | None = None) -> PassResult:
     """`load`: returns the collected sweep (`run_all` collects it once for PASS 3 and 4). The ledger laws
-    are checked in a forked child while this process builds the tables the checks below read (on `jobs`
-    processes, `analysis.forked`; `jobs=1`: all here)."""
+    and each table's checks (its rebuild from stored rows for Tables 1-3 and the audit, and the saved
+    copy's comparison) are parts that run on `jobs` processes (`analysis.forked`; `jobs=1`: all here),
+    each table's checks where it is built; the problems come out in the same order either way."""
     try:
         sweep = (load or (lambda: load_checked_sweep(root, tables_dir)))()
     except CollectError as err:
         return PassResult("PASS 3", "the sweep cannot be collected", [str(err)])
     jobs = default_jobs() if jobs is None else jobs
+    saved = [name for name in TABLES if tables_dir is not None and read_saved(tables_dir, name) is not None]
+    tables = [name for name in TABLES if name in _TABLE_CHECKS or name in saved]
 
     def part(name: str):
-        if name == "tables":  # here: the tables built fill this process's reuse cache
-            return prebuild(sweep, tables_dir, jobs)
-        return (pair_problems(sweep.pairs, sweep.rollouts, sweep.runs),
-                step_problems(sweep.steps, sweep.rollouts, sweep.pairs, sweep.runs))
+        if name == "ledgers":
+            return (pair_problems(sweep.pairs, sweep.rollouts, sweep.runs),
+                    step_problems(sweep.steps, sweep.rollouts, sweep.pairs, sweep.runs))
+        return {"check": _TABLE_CHECKS[name](sweep) if name in _TABLE_CHECKS else None,
+                "saved": saved_problems(sweep, tables_dir, names=[name]) if name in saved else None}
 
-    (n_pairs, problems), (counts, more) = built(["tables", "ledgers"], part, jobs)["ledgers"]
+    done = built(["ledgers", *tables], part, jobs, cost=PASS3_COST)
+    (n_pairs, problems), (counts, more) = done["ledgers"]
     problems += more + left_out_problems(sweep)
     trained = int((sweep.runs.get("totals.steps", pd.Series(dtype=float)).fillna(0) > 0).sum()) if len(sweep.runs) else 0
     if trained and (not n_pairs or not counts["steps"]):
         problems.append(f"{trained} training run(s), yet {n_pairs} pairs and {counts['steps']} steps were checked: "
                         "their ledgers could not be read (see PASS 1)")
     rebuilt = 0
-    for check in (table1_problems, table2a_problems, table3_problems):
-        n, more = check(sweep)
+    for name in ("table1", "table2a", "table3"):
+        n, more = done[name]["check"]
         rebuilt, problems = rebuilt + n, problems + more
-    audited, more = audit_problems(sweep)
+    audited, more = done["audit"]["check"]
     problems += more
     summary = (f"{n_pairs} pairs obey the conservation laws; {counts['steps']} steps and {counts['runs']} run totals "
                f"reconstruct from the ledgers; Tables 1-3: {rebuilt} numbers rebuilt from stored rows; "
                f"{audited} >512-token prefixes of the audit re-derived")
     if tables_dir is not None:
-        n, more = saved_problems(sweep, tables_dir)
-        problems += more
+        n = 0
+        for name in saved:
+            checked, more = done[name]["saved"]
+            n, problems = n + checked, problems + more
         summary += f"; {n} saved tables in {tables_dir} rebuilt"
         if not n:
             problems.append(f"--tables {tables_dir}: holds no saved table to compare (write them with "

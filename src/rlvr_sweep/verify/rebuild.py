@@ -19,7 +19,6 @@ import pandas as pd
 
 from rlvr_sweep.analysis import Sweep
 from rlvr_sweep.analysis.contrasts import Contrast, build_table2b
-from rlvr_sweep.analysis.ensembles import REFERENCE_ARMS
 from rlvr_sweep.analysis.report import TABLES, build_tables, parquet_safe, read_saved
 from rlvr_sweep.store import RUN_KEYS
 
@@ -160,19 +159,6 @@ def _rebuild(sweep: Sweep, name: str, saved: pd.DataFrame):
                      for _, r in saved.drop_duplicates("row").iterrows()]
         return build_table2b(sweep, contrasts, int(saved["n_resamples"].iloc[0]), int(saved["boot_seed"].iloc[0]))
     return build_tables(sweep, only=[name], reuse=True, **settings)[name]
-
-
-def prebuild(sweep: Sweep, tables_dir=None, jobs: int = 1) -> None:
-    """Build at once, on `jobs` processes (`analysis.forked`), the tables PASS 3 reads (Tables 1-3 and the
-    audit; with `tables_dir`, every saved table rebuilt with the default settings), so that its checks
-    reuse them instead of building them one after another."""
-    names = ["table1", "table2a", "table3", "audit"]
-    defaults = ({}, {"n_resamples": 4000, "seed": 0}, {"strata_reference": tuple(REFERENCE_ARMS)})
-    for name in TABLES if tables_dir is not None else ():
-        saved = read_saved(tables_dir, name)
-        if saved is not None and name not in names and rebuild_settings(name, saved) in defaults:
-            names.append(name)
-    build_tables(sweep, only=names, reuse=True, jobs=jobs)
 
 
 def saved_problems(sweep: Sweep, tables_dir, names=TABLES) -> tuple[int, list[str]]:

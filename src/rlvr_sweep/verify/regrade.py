@@ -197,8 +197,8 @@ def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache
     if cache is not None:
         grade = _memoised(grade, cache.setdefault(grader, {}))
     reward = _reward_fn(grader, grade if cache is not None else None)
-    grades = _read_table(run_dir, "grades", GRADES_COLUMNS)
-    rollouts = _read_table(run_dir, "rollouts", ROLLOUTS_COLUMNS)
+    grades = _read_table(run_dir, "grades", GRADES_COLUMNS, read=GRADES_KEY)  # the columns read below
+    rollouts = _read_table(run_dir, "rollouts", ROLLOUTS_COLUMNS, read=("gold", *ROLLOUTS_KEY))
     before = grading.stats()
     tables, notes, disagreements = {}, [], []
 
