@@ -155,3 +155,10 @@ def test_a_flipped_byte_in_the_weights_is_verify_s_to_catch_a_resized_file_colle
     assert verify_manifest(weights.parents[1], hash_model=False) == []
     problems = run_problems(weights.parents[1])
     assert any("model/model.safetensors: content differs from the manifest" in p for p in problems), problems
+
+
+def test_read_table_decodes_only_the_columns_asked_for_that_the_table_has(finished_run):
+    whole = store.read_table(finished_run, "rollouts")
+    few = store.read_table(finished_run, "rollouts", columns=["text", "reward", "no_such_column"])
+    assert set(few.columns) == {"text", "reward"}  # an absent name is no error, the others are not decoded
+    pd.testing.assert_frame_equal(few[["text", "reward"]], whole[["text", "reward"]])
