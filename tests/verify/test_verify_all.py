@@ -46,3 +46,32 @@ def test_verify_all_fails_on_a_damaged_run(smoke_sweep, tmp_path):
     assert "PASS 1 FAILED" in out and "DISAGREE" in out and "grades.parquet" in out and "the manifest" in out
     assert "PASS 2 ok" in out and "a finished run that cannot enter the tables (damaged" in out
     assert "failed: PASS 1, PASS 3" in out.splitlines()[-1]
+
+
+def test_a_late_pass2_lets_pass3_run_meanwhile_and_the_lines_keep_their_order(smoke_sweep, tmp_path, monkeypatch):
+    from rlvr_sweep.verify import passes
+
+    go = tmp_path / "go"  # PASS 2 waits for PASS 3 to start, as torch's imports may on a busy machine
+    (tmp_path / "late_pass2.py").write_text(f"import os, runpy, time\nwhile not os.path.exists({str(go)!r}):\n"
+                                            "    time.sleep(0.05)\n"
+                                            "runpy.run_module('rlvr_sweep.verify.analytic', run_name='__main__')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setattr(passes, "PASS2_MODULE", "late_pass2")
+    children, pass3, seen = [], passes.pass3, []
+
+    class Recorded(passes.Pass2Beside):
+        def __init__(self):
+            super().__init__()
+            children.append(self)
+
+    def recorded_pass3(*args, **kwargs):
+        seen.append(children[0].done())  # PASS 2 still running when PASS 3 starts
+        go.touch()
+        return pass3(*args, **kwargs)
+
+    monkeypatch.setattr(passes, "Pass2Beside", Recorded)
+    monkeypatch.setattr(passes, "pass3", recorded_pass3)
+    echoed = []
+    results = passes.run_all(smoke_sweep, echo=lambda r: echoed.append(r.name))
+    assert seen == [False] and echoed == ["PASS 1", "PASS 2", "PASS 3", "PASS 4"]
+    assert all(r.ok for r in results) and "(0.50, 0.50)" in results[1].summary

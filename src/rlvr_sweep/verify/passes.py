@@ -127,6 +127,10 @@ class Pass2Beside:
         except OSError as err:
             self.proc, self.error = None, f"cannot start the PASS 2 process: {err}"
 
+    def done(self) -> bool:
+        """The child has ended (or never started): `result()` would not wait."""
+        return self.proc is None or self.proc.poll() is not None
+
     def close(self) -> None:
         """Stop the child if it still runs (PASS 1 raised before its result was asked for)."""
         if self.proc is not None and self.proc.poll() is None:
@@ -249,23 +253,35 @@ def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu", loa
 
 
 def run_all(root, tables_dir=None, echo=None, margin_items: int = 3, device: str = "cpu") -> list[PassResult]:
-    """PASS 1, 2, 3, 4 in order (each timed); `echo(result)` is called as each one ends. PASS 2 runs
-    beside PASS 1, in its own process (`Pass2Beside`). The sweep is collected once, by PASS 3, and PASS 4
-    reads the same one."""
+    """PASS 1, 2, 3, 4 in order (each timed); `echo(result)` is called as each one ends, in that order.
+    PASS 2 runs beside PASS 1, in its own process (`Pass2Beside`); when it is still running as PASS 1
+    ends, PASS 3 runs meanwhile and both are echoed, PASS 2 first, once PASS 2 has answered. The sweep
+    is collected once, by PASS 3, and PASS 4 reads the same one."""
     results = []
     load = _once(lambda: load_checked_sweep(root, tables_dir))
     grading.start_workers()  # sympy is imported in the workers while PASS 1 finds the runs
     beside = Pass2Beside()
-    try:
-        for run in (lambda: pass1(root), beside.result, lambda: pass3(root, tables_dir, load),
-                    lambda: pass4(root, tables_dir, margin_items, device, load)):
-            started = time.perf_counter()
-            result = run()
-            if run != beside.result:  # its own seconds, measured in its process
-                result.seconds = time.perf_counter() - started
+
+    def timed(run) -> PassResult:
+        started = time.perf_counter()
+        result = run()
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def ended(*done: PassResult) -> None:
+        for result in done:
             results.append(result)
             if echo:
                 echo(result)
+
+    try:
+        ended(timed(lambda: pass1(root)))
+        if beside.done():
+            ended(beside.result(), timed(lambda: pass3(root, tables_dir, load)))  # PASS 2: its own seconds
+        else:  # torch's imports still running on the other core: PASS 3 meanwhile
+            third = timed(lambda: pass3(root, tables_dir, load))
+            ended(beside.result(), third)
+        ended(timed(lambda: pass4(root, tables_dir, margin_items, device, load)))
     finally:
         beside.close()
     return results
