@@ -12,8 +12,9 @@ sha256 (which `collect` establishes on every call, by hashing or by the remember
 in its present state, `store.remembered`), and when the `.arrow` file hashes to its index's digest.
 Anything else (a run added, removed or rewritten, a damaged or foreign snapshot) reads every file again,
 checked against its digest, and keeps a new snapshot. So what a collection gives is the same with or
-without it (tested). `RLVR_SWEEP_REMEMBER=0` turns it off with the other caches; a root that cannot be
-written keeps none; deleting `.rlvr_sweep/` is always safe.
+without it (tested). `verify all` reads none (`collect(kept=False)`): it decodes the runs' own files,
+whose bytes it hashes. `RLVR_SWEEP_REMEMBER=0` turns it off with the other caches; a root that cannot
+be written keeps none; deleting `.rlvr_sweep/` is always safe.
 """
 
 from __future__ import annotations
