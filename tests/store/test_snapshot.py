@@ -3,6 +3,7 @@ files are exactly those it was built from; what a collection gives is the same w
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import json
@@ -136,6 +137,16 @@ def test_a_file_that_changed_after_the_first_pass_stops_the_collection(tmp_path,
     path = next(iter(finished_run.glob("steps.parquet")))
     with pytest.raises(CollectError, match="changed while being collected"):
         read_checked(path, "0" * 64)
+
+
+def test_a_table_whose_pages_cannot_be_decoded_is_named(tmp_path, finished_run):
+    """Its footer reads and its manifest lists its bytes (resealed): decoding it is a clear error."""
+    path = tmp_path / "rollouts.parquet"
+    data = bytearray((finished_run / "rollouts.parquet").read_bytes())
+    data[8:200] = b"\xab" * 192  # the first page header overwritten
+    path.write_bytes(bytes(data))
+    with pytest.raises(CollectError, match="rollouts.parquet: not a readable parquet file"):
+        read_checked(path, hashlib.sha256(bytes(data)).hexdigest())
 
 
 def test_a_failing_collection_puts_no_snapshot_in_place_and_its_error_propagates(tmp_path):

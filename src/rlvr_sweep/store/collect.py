@@ -182,8 +182,9 @@ def collect(root, allow_skipped: bool = False, kept: bool = True) -> dict[str, p
     """Every finished, intact run's tables under `root`, concatenated: {"runs": one row per run
     (run.json, flattened), "steps", "rollouts", "pairs", "grades", "skipped": one row per run left out
     (run_dir, reason)}. A table whose files are exactly those of the last collection, unchanged, is
-    read from its snapshot (`store.snapshot`; `kept=False`: none read or kept, as `verify` reads); otherwise each
-    file is read, checked against the digest the first pass took, and joined. See the module docstring."""
+    read from its snapshot (`store.snapshot`; `kept=False`: none is read or kept, as `verify` reads);
+    otherwise each file is read, checked against the digest the first pass took, and joined. See the
+    module docstring."""
     infos, skipped, checked, _ = gather(root, allow_skipped)
     out = {"runs": runs_frame(infos)}
     for name in TABLES:
@@ -215,7 +216,11 @@ def read_checked(file: Path, digest: str) -> pa.Table:
     if hashlib.sha256(blob).hexdigest() != digest:
         raise CollectError(f"{file}: changed while being collected (its sha256 differs from the first pass's); "
                            "collect again once the sweep is quiet")
-    return decoded(pq.ParquetFile(pa.BufferReader(blob), pre_buffer=False))
+    try:
+        return decoded(pq.ParquetFile(pa.BufferReader(blob), pre_buffer=False))
+    except (OSError, pa.ArrowException) as err:  # its footer read, its manifest agrees: written broken
+        raise CollectError(f"{file}: not a readable parquet file ({err}), though its manifest lists these bytes; "
+                           "rerun that run, or move its folder out of the root") from None
 
 
 def gather(root, allow_skipped: bool) -> tuple[list[dict], list[dict], dict[str, list], list]:
