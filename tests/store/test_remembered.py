@@ -25,6 +25,15 @@ def settled_now(monkeypatch):
     monkeypatch.delenv(remembered.ENV, raising=False)
 
 
+def flip_a_byte_keeping_size_and_mtime(path) -> None:
+    """A flipped byte that size and mtime do not show (what the stamp's ctime and inode are for)."""
+    before = path.stat()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
 def _cache(root) -> dict:
     return json.loads((root / remembered.FOLDER / "tables.json").read_text())
 
@@ -63,12 +72,7 @@ def test_a_second_collect_reads_no_table_it_has_checked(tmp_path, finished_run, 
 def test_a_flipped_byte_is_caught_after_the_cache_remembered_the_file(tmp_path, finished_run, settled_now):
     root = sweep_of(tmp_path, finished_run, "a")
     collect(root)
-    path = root / "smoke/ra_flat/a/steps.parquet"
-    before = path.stat()
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    path.write_bytes(bytes(data))
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # its size and mtime as they were
+    flip_a_byte_keeping_size_and_mtime(root / "smoke/ra_flat/a/steps.parquet")
     with pytest.raises(CollectError, match="content differs from the manifest"):
         gather(root, False)
     with pytest.raises(CollectError, match="content differs from the manifest"):

@@ -18,18 +18,12 @@ from rlvr_sweep.store.collect_files import collect_to_files
 from rlvr_sweep.store.snapshot import BATCH, Snapshot
 from tests.conftest import REPO
 from tests.store.test_collect import finished_run  # noqa: F401  (the module's real smoke run)
+from tests.store.test_remembered import flip_a_byte_keeping_size_and_mtime, settled_now  # noqa: F401
 
 TABLES = ("steps", "rollouts", "pairs", "grades")
 _spec = importlib.util.spec_from_file_location("bench_store", REPO / "bench" / "bench_store.py")
 bench_store = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench_store)
-
-
-@pytest.fixture
-def settled_now(monkeypatch):
-    """Files count as settled at once (a copy made by the test is seconds old, not RACY_S)."""
-    monkeypatch.setattr(remembered, "RACY_S", -1.0)
-    monkeypatch.delenv(remembered.ENV, raising=False)
 
 
 def _sweep(tmp_path, finished_run, n: int):
@@ -92,16 +86,9 @@ def test_a_changed_sweep_or_a_damaged_snapshot_reads_every_file_again(tmp_path, 
 
 
 def test_a_flipped_byte_in_a_run_is_caught_whatever_the_snapshot_holds(tmp_path, finished_run, settled_now):
-    import os
-
     root = _sweep(tmp_path, finished_run, 2)
     collect(root)
-    path = next(root.glob("smoke/ra_flat/*/steps.parquet"))
-    before = path.stat()
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    path.write_bytes(bytes(data))
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # its size and mtime as they were
+    flip_a_byte_keeping_size_and_mtime(next(root.glob("smoke/ra_flat/*/steps.parquet")))
     with pytest.raises(CollectError, match="content differs from the manifest"):
         collect(root)
 
