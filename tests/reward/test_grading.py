@@ -380,3 +380,43 @@ def test_a_caller_grading_one_answer_at_a_time_starts_one_worker():
         assert grading.warm_up() and grading._WORKER._live == grading._WORKER.size  # an explicit warm-up starts all
     finally:
         assert grading.warm_up()
+
+
+INTEGER_PARTS = ["0", "-0", "7", "-7", "126", "128", "-18", "1024", "9" * 1999, "9" * 1998 + "8", "-" + "1" * 1999]
+
+
+def test_canonical_integers_are_compared_in_process_as_sympy_compares_them(monkeypatch):
+    """Every pair of canonical decimal integers grades as the worker's sympy answer, with no round trip."""
+    asked = [grading._WORKER.request([[g, p]], BOUND_S) for g in INTEGER_PARTS for p in INTEGER_PARTS if g != p]
+    assert asked.count(True) == 2  # only 0 and -0: the others are distinct integers
+    round_trips = []
+    monkeypatch.setattr(grading._WORKER, "request", lambda *a: round_trips.append(a))
+    here = [equality_check(g, p) for g in INTEGER_PARTS for p in INTEGER_PARTS if g != p]
+    assert here == asked and not round_trips
+    assert grade("(126, 0)", "(126, -0)") is True and grade("(126, 5)", "(128, 5)") is False
+    assert grade("(3, x)", "(4, x)") is False and not round_trips  # an unequal integer part decides the pair
+
+
+@pytest.mark.parametrize("pred, gold, expected", [
+    ("007", "7", False), ("+5", "5", True), ("1_000", "1000", True), ("\u0663", "3", False), ("2", "2.0", True),
+    ("(3, x+x)", "(3, 2x)", True),
+])
+def test_other_numbers_still_reach_sympy(monkeypatch, pred, gold, expected):
+    """Leading zeros, signs, underscores, non-ASCII digits and decimals are sympy's to decide (the
+    in-process rule covers canonical integers only), and so is a non-integer part beside equal integers."""
+    round_trips, request = [], grading._WORKER.request
+    monkeypatch.setattr(grading._WORKER, "request", lambda *a: round_trips.append(a) or request(*a))
+    assert grade(pred, gold) is expected and len(round_trips) == 1
+
+
+@pytest.mark.parametrize("pred, gold, expected", [
+    ("126", "128", False), ("5", "5", True), (r"\frac{1}{2}", r"\frac{1}{2}", True), ("(1, 2)", "(1, 2, 3)", False),
+    (None, "1", False), (b"1", "1", False), ("__import__", "1", False), ("(5, 7)", "(5, 8)", False),
+    ("1/2", "0.5", None), ("(5, x)", "(5, y)", None), ("007", "7", None),
+])
+def test_settled_is_the_grade_where_no_worker_is_needed(monkeypatch, pred, gold, expected):
+    round_trips, request = [], grading._WORKER.request
+    monkeypatch.setattr(grading._WORKER, "request", lambda *a: round_trips.append(a) or request(*a))
+    assert grading.settled(pred, gold) is expected and not round_trips
+    if expected is not None:
+        assert grade(pred, gold) is expected and not round_trips

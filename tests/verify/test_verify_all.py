@@ -49,14 +49,14 @@ def test_verify_all_fails_on_a_damaged_run(smoke_sweep, tmp_path):
 
 
 def test_a_late_pass2_lets_pass3_run_meanwhile_and_the_lines_keep_their_order(smoke_sweep, tmp_path, monkeypatch):
-    from rlvr_sweep.verify import passes
+    from rlvr_sweep.verify import beside, passes
 
     go = tmp_path / "go"  # PASS 2 waits for PASS 3 to start, as torch's imports may on a busy machine
     (tmp_path / "late_pass2.py").write_text(f"import os, runpy, time\nwhile not os.path.exists({str(go)!r}):\n"
                                             "    time.sleep(0.05)\n"
                                             "runpy.run_module('rlvr_sweep.verify.analytic', run_name='__main__')\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    monkeypatch.setattr(passes, "PASS2_MODULE", "late_pass2")
+    monkeypatch.setattr(beside, "PASS2_MODULE", "late_pass2")
     children, pass3, seen = [], passes.pass3, []
 
     class Recorded(passes.Pass2Beside):

@@ -6,6 +6,8 @@ paper §4.1, `rfind("\\boxed") >= 30`) is `training_reward`. No result the spec 
 Hardening:
 - `grade` never raises: None, non-str, bytes and internal errors grade False.
 - Text handling is linear-time (two §4 regexes are rewritten with identical results).
+- Two canonical decimal integers are compared in-process (what sympy answers for them, without the
+  round trip); everything else that is not identical goes to sympy.
 - Sympy runs in one persistent `subprocess` worker (`sandbox.SandboxWorker`; works from any
   thread and daemonic pool workers), bounded by a pipe `poll(timeout)`; on timeout or death
   it is killed and replaced in the background, the comparison is False, `stats()` counts it.
@@ -176,20 +178,39 @@ def _resolve_timeout(timeout_s) -> float:
     return limit
 
 
-def _all_equal(pairs, limit: float) -> bool:
-    """all(equality_check(g, p)): fast paths in-process, one worker round trip for the rest."""
-    pending = []
+# A decimal integer as Python writes one: sympy parses it to Integer(n), so `simplify(g - p) == 0` is
+# `int(g) == int(p)`. Leading zeros are not in it (`007` tokenises otherwise), nor `+`, `_` or non-ASCII digits.
+_CANONICAL_INT = re.compile(r"-?(?:0|[1-9][0-9]*)")
+
+
+def _settle(pairs) -> tuple[bool | None, list]:
+    """(verdict, pending) for `all(equality_check(g, p))` on (gold, pred) part pairs: the verdict when
+    no pair needs sympy (identical, too long or refused by the guard, two canonical integers; the
+    loop goes on past an unequal integer pair so the guards count as they always did), else (None,
+    the pairs for the worker)."""
+    pending, unequal = [], False
     for gold_part, pred_part in pairs:
         if gold_part == pred_part:
             continue
         for s in (gold_part, pred_part):
             if len(s) > MAX_PARSE_CHARS:
-                return False  # unparsable and not identical: never equal
+                return False, []  # unparsable and not identical: never equal
             if _is_unsafe(s):
                 _count("unsafe_rejected")
-                return False
+                return False, []
+        if _CANONICAL_INT.fullmatch(gold_part) and _CANONICAL_INT.fullmatch(pred_part):
+            unequal = unequal or int(gold_part) != int(pred_part)
+            continue
         pending.append([gold_part, pred_part])
-    return not pending or _WORKER.request(pending, limit) is True
+    if unequal:
+        return False, []
+    return (None, pending) if pending else (True, [])
+
+
+def _all_equal(pairs, limit: float) -> bool:
+    """all(equality_check(g, p)): what `_settle` decides in-process, one worker round trip for the rest."""
+    verdict, pending = _settle(pairs)
+    return verdict if verdict is not None else _WORKER.request(pending, limit) is True
 
 
 def equality_check(gold_part, pred_part, timeout_s=None) -> bool:
@@ -204,20 +225,37 @@ def equality_check(gold_part, pred_part, timeout_s=None) -> bool:
         return False
 
 
-def grade(pred, gold, timeout_s=None) -> bool:
-    """Spec §4 grade_answer; never raises for any pred/gold. `timeout_s` bounds the sympy work."""
-    limit = _resolve_timeout(timeout_s)
+def _part_pairs(pred, gold):
+    """The (gold part, pred part) pairs `grade` compares, or its verdict (False) when there are none."""
     if pred is None or gold is None:
         return False
     if not isinstance(pred, str) or not isinstance(gold, str):
         _count("non_str_inputs")
         return False
+    gold_parts, pred_parts = split_parts(normalize(gold)), split_parts(normalize(pred))
+    if not gold_parts or len(gold_parts) != len(pred_parts):
+        return False  # an empty gold never matches
+    return list(zip(gold_parts, pred_parts))
+
+
+def grade(pred, gold, timeout_s=None) -> bool:
+    """Spec §4 grade_answer; never raises for any pred/gold. `timeout_s` bounds the sympy work."""
+    limit = _resolve_timeout(timeout_s)
     try:
-        gold_parts, pred_parts = split_parts(normalize(gold)), split_parts(normalize(pred))
-        if not gold_parts or len(gold_parts) != len(pred_parts):
-            return False  # an empty gold never matches
-        return _all_equal(zip(gold_parts, pred_parts), limit)
+        pairs = _part_pairs(pred, gold)
+        return pairs if isinstance(pairs, bool) else _all_equal(pairs, limit)
     except Exception:  # a grader bug must cost one reward, not a training run
+        _count("internal_errors")
+        return False
+
+
+def settled(pred, gold) -> bool | None:
+    """`grade(pred, gold)` when it needs no sympy worker, else None (then `grade` asks one). A caller
+    grading many answers asks this first: the worker pool is needed only for what it leaves."""
+    try:
+        pairs = _part_pairs(pred, gold)
+        return pairs if isinstance(pairs, bool) else _settle(pairs)[0]
+    except Exception:
         _count("internal_errors")
         return False
 

@@ -23,11 +23,7 @@ A pass fails on any problem; `run_all` returns the results, the CLI prints them 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -35,10 +31,10 @@ import pandas as pd
 from rlvr_sweep.analysis import load_sweep
 from rlvr_sweep.analysis.forked import COST, built, default_jobs
 from rlvr_sweep.analysis.report import SELECTION, TABLES, read_saved
-from rlvr_sweep.reward import grading
 from rlvr_sweep.store import CollectError
 from rlvr_sweep.verify.attribution import attribution_problems
 from rlvr_sweep.verify.audit import audit_problems
+from rlvr_sweep.verify.beside import Pass2Beside
 from rlvr_sweep.verify.cf_replay import replay_cf
 from rlvr_sweep.verify.dyadic import dyadic_problems
 from rlvr_sweep.verify.compare import _label, find_runs
@@ -46,30 +42,9 @@ from rlvr_sweep.verify.integrity import run_problems
 from rlvr_sweep.verify.ledgers import pair_problems, step_problems
 from rlvr_sweep.verify.rebuild import saved_problems, table1_problems, table2a_problems, table3_problems
 from rlvr_sweep.verify.regrade import format_disagreement, regrade_run
+from rlvr_sweep.verify.result import PassResult
 
-SHOWN = 20  # problems printed per pass (all are counted)
-PASS2_MODULE = "rlvr_sweep.verify.analytic"  # run as `python -m` by Pass2Beside
 REGRADE_SHARE = 0.6  # of PASS 1's runs regraded here; a child regrades the rest and hashes every folder
-
-
-@dataclass
-class PassResult:
-    name: str
-    summary: str
-    problems: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def lines(self, shown: int = SHOWN) -> list[str]:
-        head = f"{self.name} {'ok' if self.ok else 'FAILED'}: {self.summary}"
-        head += f"; {len(self.problems)} problem(s)" if self.problems else ""
-        out = [f"{head} [{self.seconds:.1f}s]"] + [f"   {p}" for p in self.problems[:shown]]
-        if len(self.problems) > shown:
-            out.append(f"   ... {len(self.problems) - shown} more")
-        return out
 
 
 def pass1(root, jobs: int | None = None) -> PassResult:
@@ -80,7 +55,6 @@ def pass1(root, jobs: int | None = None) -> PassResult:
     runs = find_runs(root, finished_only=True)
     grades = rollouts = intact = 0
     problems, cache = [], {}
-    grading.warm_up()  # no grade's deadline includes the workers' start
     jobs = default_jobs() if jobs is None else jobs
     split = max(1, round(len(runs) * REGRADE_SHARE)) if jobs > 1 else len(runs)
 
@@ -107,49 +81,6 @@ def pass2() -> PassResult:
 
     counts, problems = run_pass2()
     return PassResult("PASS 2", f"{counts['checks']} analytic checks: {counts['summary']}", problems)
-
-
-class Pass2Beside:
-    """PASS 2 in a child process (`python -m rlvr_sweep.verify.analytic`), started at once: it needs
-    torch, its optimizer's compiler hooks and no sweep (some 3 s of imports on a CPU), so it runs on
-    another core while PASS 1 reads the sweep. `result()` waits for it; its seconds are its own. A child
-    that cannot start or answer fails the pass with its last error line."""
-
-    def __init__(self):
-        package_parent = str(Path(__file__).resolve().parents[2])  # the same rlvr_sweep as this process
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH"))
-                                                           if p),
-               "OMP_NUM_THREADS": "1"}
-        self.started = time.perf_counter()
-        try:
-            self.proc = subprocess.Popen([sys.executable, "-m", PASS2_MODULE], env=env,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        except OSError as err:
-            self.proc, self.error = None, f"cannot start the PASS 2 process: {err}"
-
-    def done(self) -> bool:
-        """The child has ended (or never started): `result()` would not wait."""
-        return self.proc is None or self.proc.poll() is not None
-
-    def close(self) -> None:
-        """Stop the child if it still runs (PASS 1 raised before its result was asked for)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate()
-
-    def result(self) -> PassResult:
-        if self.proc is None:
-            return PassResult("PASS 2", "the analytic checks did not run", [self.error])
-        out, err = self.proc.communicate()
-        try:
-            done = json.loads(out.strip().splitlines()[-1])
-            counts, problems = done["counts"], done["problems"]
-        except (IndexError, ValueError, KeyError, TypeError):
-            last = (err.strip().splitlines() or [f"exit status {self.proc.returncode}, no output"])[-1]
-            return PassResult("PASS 2", "the analytic checks did not run", [f"PASS 2 process: {last}"],
-                              seconds=time.perf_counter() - self.started)
-        return PassResult("PASS 2", f"{counts['checks']} analytic checks: {counts['summary']}", problems,
-                          seconds=float(done["seconds"]))
 
 
 def load_checked_sweep(root, tables_dir=None):
@@ -259,8 +190,7 @@ def run_all(root, tables_dir=None, echo=None, margin_items: int = 3, device: str
     is collected once, by PASS 3, and PASS 4 reads the same one."""
     results = []
     load = _once(lambda: load_checked_sweep(root, tables_dir))
-    grading.start_workers()  # sympy is imported in the workers while PASS 1 finds the runs
-    beside = Pass2Beside()
+    beside = Pass2Beside.taken()  # started by the command line before its imports, or now
 
     def timed(run) -> PassResult:
         started = time.perf_counter()

@@ -82,14 +82,35 @@ def _memoised(grade, cache: dict | None):
     return remembered
 
 
-def _grade_ahead(grade, memo: dict, pairs) -> None:
-    """Grade concurrently, into `memo`, the (pred, gold) pairs it lacks (`pred` None or empty: no grade).
-    Each grade is a round trip to a sympy worker; asked one after another, all workers but one would wait,
-    so up to one grade per worker (`sandbox.POOL_SIZE`) is in flight. The check loops then find every
-    outcome remembered: the same `grade`, whatever the order."""
+# what a grader decides without its worker pool (None: ask the pool), and how its pool is warmed up
+_SETTLED_HERE = {"baseline": grading.settled}
+_WARM_UPS = {"baseline": grading.warm_up, "math_verify": graders.warm_up}
+# Fewer round trips than this are asked one after another from one worker: a worker's start (its
+# imports, some 0.6 s of CPU) costs more than a hundred typical round trips.
+CONCURRENT_FROM = 64
+
+
+def _grade_ahead(grader: str, grade, memo: dict, pairs) -> None:
+    """Grade, into `memo`, the (pred, gold) pairs it lacks (`pred` None or empty: no grade). What the
+    grader settles in-process is remembered at once; the rest are round trips to its workers, asked
+    concurrently when there are `CONCURRENT_FROM` or more (one after another, all workers but one would
+    wait): the pool warmed up first, up to one per worker (`sandbox.POOL_SIZE`) in flight. Fewer are
+    left to the check loops, which ask them one at a time (one worker, started on demand). The check
+    loops find every outcome remembered: the same `grade`, whatever the order."""
     todo = list(dict.fromkeys(key for key in pairs if key[0] and key not in memo))
-    if len(todo) < 2:
+    settle = _SETTLED_HERE.get(grader)
+    if settle is not None:
+        asked = []
+        for key in todo:
+            verdict = settle(*key)
+            if verdict is None:
+                asked.append(key)
+            else:
+                memo[key] = verdict
+        todo = asked
+    if len(todo) < CONCURRENT_FROM:
         return
+    _WARM_UPS[grader]()  # no grade's deadline includes a worker's start
     with ThreadPoolExecutor(max_workers=sandbox.POOL_SIZE) as pool:
         for key, outcome in zip(todo, pool.map(lambda key: bool(grade(*key)), todo)):
             memo[key] = outcome
@@ -216,7 +237,7 @@ def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache
         pairs = list(zip(extractions, map(_value, grades["gold"].tolist()))) if grades is not None else []
         if preds is not None:
             pairs += [(p, g) for p, g in zip(preds, map(_value, rollouts["gold"].tolist())) if isinstance(g, str)]
-        _grade_ahead(raw_grade, cache[grader], pairs)
+        _grade_ahead(grader, raw_grade, cache[grader], pairs)
     if grades is None:
         tables["grades"] = _table_result(0, 0, "no grades.parquet")
     else:
