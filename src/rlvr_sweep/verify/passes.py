@@ -45,17 +45,21 @@ from rlvr_sweep.verify.regrade import format_disagreement, regrade_run
 from rlvr_sweep.verify.result import PassResult
 
 REGRADE_SHARE = 0.6  # of PASS 1's runs regraded here; a child regrades the rest and hashes every folder
+# Below this many runs PASS 1 runs in one process: a forked child's own sympy worker (its start is some
+# 0.6 s of CPU) and the fork cost more than the split gains while PASS 2 has the other core.
+SPLIT_PASS1_FROM = 128
 
 
 def pass1(root, jobs: int | None = None) -> PassResult:
-    """With `jobs` > 1, this process regrades the first `REGRADE_SHARE` of the runs and a forked child
-    (`analysis.forked`) regrades the others and checks every folder's integrity (every file hashed, the
-    weights included: about a third of a regrade's time); `jobs=1`: all here. Problems in run order."""
+    """With `jobs` > 1 (by default from `SPLIT_PASS1_FROM` runs, on more than one core), this process
+    regrades the first `REGRADE_SHARE` of the runs and a forked child (`analysis.forked`) regrades the
+    others and checks every folder's integrity (every file hashed, the weights included: about a third
+    of a regrade's time); `jobs=1`: all here. Problems in run order."""
     root = Path(root)
     runs = find_runs(root, finished_only=True)
     grades = rollouts = intact = 0
     problems, cache = [], {}
-    jobs = default_jobs() if jobs is None else jobs
+    jobs = (default_jobs() if len(runs) >= SPLIT_PASS1_FROM else 1) if jobs is None else jobs
     split = max(1, round(len(runs) * REGRADE_SHARE)) if jobs > 1 else len(runs)
 
     def part(name: str):
