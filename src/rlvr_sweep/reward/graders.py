@@ -114,6 +114,8 @@ NORMAL_FORMS: dict[str, Callable[[str], str | None]] = {
     "math_verify": math_verify_normal_form,
 }
 DEFAULT_GRADER = "baseline"
+# what a grader decides without its worker pool (None: ask the pool); a grader not named asks the pool
+SETTLED_HERE: dict[str, Callable[[str, str], bool | None]] = {"baseline": grading.settled}
 
 
 def get_grader(name: str = DEFAULT_GRADER) -> Callable[[str, str], bool]:
@@ -152,6 +154,9 @@ def warm_up() -> bool:
 def shutdown() -> None:
     """Stop the Math-Verify worker (a later grade starts a new one)."""
     _WORKER.shutdown()
+
+
+WARM_UPS: dict[str, Callable[[], bool]] = {"baseline": grading.warm_up, "math_verify": warm_up}  # by grader
 
 
 # ---------------------------------------------------------------- Math-Verify worker, child side

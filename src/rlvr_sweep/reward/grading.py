@@ -293,12 +293,6 @@ _WORKER = sandbox.SandboxWorker(
     unavailable="grading: sympy worker unavailable ({why}); symbolic checks grade False")
 
 
-def start_workers() -> None:
-    """Start the workers without waiting: sympy is imported while the caller does other work. Call
-    `warm_up()` before the first timed grade (a grade's deadline would include the wait)."""
-    _WORKER.start()
-
-
 def warm_up() -> bool:
     """Start the worker and wait until sympy is imported; call once before timing-critical work."""
     return _WORKER.warm_up()

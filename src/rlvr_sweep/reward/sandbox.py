@@ -134,11 +134,6 @@ class SandboxWorker:
         self._replace(child)
         return None
 
-    def start(self) -> None:
-        """Start the pool's children and return at once (their imports run meanwhile; `warm_up` waits)."""
-        with self._changed:
-            self._fill()
-
     def warm_up(self, children: int | None = None) -> bool:
         """Start the pool (`children` of it; all by default) and wait (up to the startup timeout) until
         a child has done its imports."""

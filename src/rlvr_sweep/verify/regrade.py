@@ -82,9 +82,6 @@ def _memoised(grade, cache: dict | None):
     return remembered
 
 
-# what a grader decides without its worker pool (None: ask the pool), and how its pool is warmed up
-_SETTLED_HERE = {"baseline": grading.settled}
-_WARM_UPS = {"baseline": grading.warm_up, "math_verify": graders.warm_up}
 # Fewer round trips than this are asked one after another from one worker: a worker's start (its
 # imports, some 0.6 s of CPU) costs more than a hundred typical round trips.
 CONCURRENT_FROM = 64
@@ -98,7 +95,7 @@ def _grade_ahead(grader: str, grade, memo: dict, pairs) -> None:
     left to the check loops, which ask them one at a time (one worker, started on demand). The check
     loops find every outcome remembered: the same `grade`, whatever the order."""
     todo = list(dict.fromkeys(key for key in pairs if key[0] and key not in memo))
-    settle = _SETTLED_HERE.get(grader)
+    settle = graders.SETTLED_HERE.get(grader)
     if settle is not None:
         asked = []
         for key in todo:
@@ -110,7 +107,7 @@ def _grade_ahead(grader: str, grade, memo: dict, pairs) -> None:
         todo = asked
     if len(todo) < CONCURRENT_FROM:
         return
-    _WARM_UPS[grader]()  # no grade's deadline includes a worker's start
+    graders.WARM_UPS[grader]()  # no grade's deadline includes a worker's start
     with ThreadPoolExecutor(max_workers=sandbox.POOL_SIZE) as pool:
         for key, outcome in zip(todo, pool.map(lambda key: bool(grade(*key)), todo)):
             memo[key] = outcome
