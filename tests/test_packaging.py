@@ -9,7 +9,9 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -75,11 +77,17 @@ def test_the_torch_requirement_is_a_floor_not_a_pin():
 
 @pytest.mark.slow
 def test_installing_the_project_keeps_the_torch_already_there(wheel, tmp_path):
-    """A venv that sees an installed torch (this environment's, through --system-site-packages) installs
-    the project without touching it: pip freeze shows the same torch, and no torch lands in the venv."""
+    """A venv that sees an installed torch (this environment's) installs the project without touching it:
+    pip freeze shows the same torch, and no torch lands in the venv. The venv sees this environment's
+    packages through a `.pth` file, not `--system-site-packages`, which would show the base interpreter's
+    rather than those of a venv the tests run in."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
+    site_packages = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   capture_output=True, text=True, check=True).stdout.strip()
+    ours = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+    (Path(site_packages) / "this_environment.pth").write_text("".join(f"{p}\n" for p in ours))
     freeze = lambda: [l for l in subprocess.run([str(python), "-m", "pip", "freeze", "--all"], capture_output=True,  # noqa: E731
                                                 text=True, check=True).stdout.splitlines() if l.lower().startswith("torch==")]
     before = freeze()
