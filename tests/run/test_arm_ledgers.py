@@ -10,10 +10,11 @@ any reward, advantage, pair row or update shows as a changed digest.
 
 The digests are exact float results, so they hold on the machine kind they were written on (the same
 torch build and CPU capability, recorded in the file, as in CI); elsewhere the test skips, saying why.
-Within one capability, a CPU whose math libraries pick other kernels (seen: an AVX512 Xeon with AMX)
-rounds the training losses and weights differently, and for some arms that reaches a sampled token. Such
-a CPU keeps its own digests under `per_cpu`, keyed by `cpu_signature()` (only those that differ from
-the reference), and is compared with them; any other CPU of the recorded capability with the reference.
+Within one capability, a CPU whose math libraries pick other kernels rounds differently (seen: an AVX512
+Xeon with AMX, whose steps and weights digests differ for every arm and pairs digests for the
+counterfactual arms, while every rollout and grade is the same). Such a CPU keeps its own digests under
+`per_cpu`, keyed by `cpu_signature()` (only those that differ from the reference), and is compared with
+them; any other CPU of the recorded capability with the reference.
 Rewrite them (only for a change meant to alter what an arm computes) with
 `RLVR_SWEEP_WRITE_LEDGERS=1 python -m pytest tests/run/test_arm_ledgers.py -m slow` (which drops every
 `per_cpu` entry: they were taken against the digests it replaces); record a CPU's own, on a commit whose
