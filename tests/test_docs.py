@@ -36,13 +36,24 @@ _PLACEHOLDER = re.compile(r"<[A-Za-z_][^<>\s]*>|\$\{?[A-Za-z_][A-Za-z_0-9]*\}?|\
 
 
 def commands(path: Path) -> list[str]:
+    """The block's command lines; a variable a block exports (`export RLVR_SWEEP_PLUGINS=...`) prefixes the
+    lines after it, as the shell would pass it on."""
     out = []
     for block in _BLOCK.findall(path.read_text()):
+        exported = ""
         for line in block.replace("\\\n", " ").splitlines():
             line = line.split(" #", 1)[0].strip()
-            if line and not line.startswith("#"):
-                out.append(line)
+            if line.startswith("export ") and "=" in line:
+                exported += line[len("export "):].strip() + " "
+            elif line and not line.startswith("#"):
+                out.append(exported + line)
     return out
+
+
+def plugins_of(line: str) -> str | None:
+    """The RLVR_SWEEP_PLUGINS a line sets before its program (a repository path), or None."""
+    match = re.match(r"^(?:[A-Za-z_][A-Za-z_0-9]*=\S*\s+)*?RLVR_SWEEP_PLUGINS=(\S+)", line)
+    return match[1] if match else None
 
 
 def words(line: str) -> list[str]:
@@ -68,7 +79,13 @@ def test_the_docs_show_commands():
 
 
 @pytest.mark.parametrize("path,line", every_command(), ids=lambda v: v.name if isinstance(v, Path) else v[:80])
-def test_every_command_parses(path, line):
+def test_every_command_parses(path, line, monkeypatch):
+    plugins = plugins_of(line)
+    if plugins:  # the plugin the line names: its options and arms, as the command finds them
+        from rlvr_sweep.config.plugins import ENV, load_environment_plugins
+
+        monkeypatch.setenv(ENV, str(REPO / plugins))
+        load_environment_plugins()
     argv = words(line)
     if argv[:1] == ["python"] and argv[1:2] == ["-m"] and len(argv) > 2:
         module, args = argv[2], argv[3:]

@@ -61,7 +61,7 @@ def test_an_estimator_needs_groups_it_can_credit_and_a_parameter_it_declares():
     shipped = [o for o in ESTIMATORS.options() if o.fn.__module__.startswith("rlvr_sweep.")]  # not a plugin's
     assert {o.name: o.kind for o in shipped} == {
         "cf_pb": "fork", "cf_rg": "fork", "cf_uncond": "fork", "clamped_prefix": "tree", "dr_grpo": "leaf",
-        "grpo": "leaf", "tree_mean": "tree"}
+        "grpo": "leaf", "grpo_batch_std": "batch", "tree_mean": "tree"}
     assert {o.name: o.credits for o in SAMPLERS.options()} == {
         "cf_fork": ("fork",), "flat": ("leaf",), "midpoint": ("leaf", "tree"), "root_restart": ("leaf", "tree"),
         "stopped_tree": ("leaf", "tree")}

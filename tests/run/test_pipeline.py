@@ -127,7 +127,7 @@ def test_every_arm_runs_two_smoke_steps_with_a_conserving_ledger(tmp_path, arm):
         runs = steps[["arm", "horizon", "seed", "run_hash"]].drop_duplicates().assign(run_dir=info["run_dir"])
         runs["config"] = [read_config(info["run_dir"])]
         assert replay_cf(steps, pairs, runs) == {"steps": 2, "active": int(steps["cf_active"].sum()),
-                                                 "forks": 8, "problems": []}
+                                                 "forks": 8, "problems": [], "unchecked": []}
         rollouts = results.read_table(info["run_dir"], "rollouts")
         assert pair_problems(pairs, rollouts, runs.assign(horizon_tokens=horizon)) == (8, [])
         assert step_problems(steps, rollouts, pairs, runs.iloc[:0])[1] == []  # PASS 3's ledger laws

@@ -201,6 +201,22 @@ def test_smoke_sweep_through_slurm_is_collected(tmp_path, capsys):
               f"sbatch -> collected {since_sbatch:.1f}s")
 
 
+def test_a_plugin_named_once_reaches_the_slurm_jobs(tmp_path):
+    """A plugin named only in the environment (RLVR_SWEEP_PLUGINS): its arm and options compose in the SLURM
+    job processes too (sbatch passes the environment on), and each run records the plugin's code."""
+    require_controller()
+    example = REPO / "examples" / "clip_lenpen"
+    cmd = launch_cmd(tmp_path, ["+arm=clip_lenpen", *SMOKE, "estimator.params.clip=0.5", "-m", "seed=42,101"])
+    proc = subprocess.run(cmd, cwd=tmp_path, env={**cli_env(), "RLVR_SWEEP_PLUGINS": str(example)},
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, failure_report(tmp_path, proc)
+    infos = [results.read_run_json(p.parent) for p in sorted((tmp_path / "runs").glob("smoke/clip_lenpen/*/DONE"))]
+    assert [i["status"] for i in infos] == ["finished", "finished"], failure_report(tmp_path, proc)
+    assert all(i["inputs"]["plugins"]["options"] == {"estimator.name": "grpo_clip", "reward.name": "len_penalty"}
+               for i in infos)
+    assert len(list((tmp_path / "submitit").glob("*/*_submission.sh"))) == 1  # through sbatch
+
+
 # --- (b) a job killed mid-run resumes when the same command is launched again ------------------
 
 def test_killed_slurm_job_resumes_with_the_same_command(tmp_path, capsys):

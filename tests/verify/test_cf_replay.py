@@ -53,7 +53,7 @@ def test_every_stored_fork_step_replays():
     steps, pairs, runs = sweep_tables()
     assert list(steps["cf_status"]) == ["active", "active", "active", "gated_rescue_dup"]
     out = replay_cf(steps, pairs, runs)
-    assert out == {"steps": 4, "active": 3, "forks": 16, "problems": []}
+    assert out == {"steps": 4, "active": 3, "forks": 16, "problems": [], "unchecked": []}
 
 
 def test_a_changed_fork_choice_is_caught_from_the_stored_margins():
@@ -83,4 +83,29 @@ def test_a_changed_coefficient_or_mass_is_reported():
 def test_non_fork_sweeps_have_nothing_to_replay():
     steps = pd.DataFrame([{**KEYS, "step": 0, "active": True}])
     assert replay_cf(steps, pd.DataFrame([{**KEYS, "step": 0, "k": 0}]), pd.DataFrame()) == \
-        {"steps": 0, "active": 0, "forks": 0, "problems": []}
+        {"steps": 0, "active": 0, "forks": 0, "problems": [], "unchecked": []}
+
+
+def test_a_plugin_fork_estimator_is_replayed_with_its_own_code_or_said_not_to_be():
+    """A run whose estimator a plugin registered: its fork steps are not replayed with the built-in rule
+    (that is not its rule: a false failure waits there), but listed as not replayed; given the plugin's own
+    estimator (`verify --plugins`), they are replayed with it, and a wrong one is caught."""
+    from rlvr_sweep.credit import ESTIMATORS
+
+    steps, pairs, runs = sweep_tables()
+    steps, pairs = steps[steps["cf_variant"] == "cf_rg"], pairs[pairs["step"].isin([0, 3])]  # the cf_rg groups
+    runs.at[0, "config"] = {"sampler.fork_threshold": THRESHOLD, "estimator.name": "t_my_rg"}
+    alone = replay_cf(steps, pairs, runs)
+    assert alone["steps"] == 0 and alone["problems"] == [] and alone["unchecked"] == [
+        "runs/rg_cf_grpo/h1024_s42_abc: 2 fork groups credited by plugin estimator 't_my_rg' were not replayed, "
+        "the run's plugin code is not imported (rerun with --plugins)"]
+    rg = ESTIMATORS["cf_rg"].fn
+    own = replay_cf(steps, pairs, runs, lambda run_dir: (lambda r, s: rg(r, s, hinge_weight=0.15), None))
+    assert own == {"steps": 2, "active": 1, "forks": 8, "problems": [], "unchecked": []}  # step 3: gated
+    uncond = ESTIMATORS["cf_uncond"].fn  # not the estimator the run used: its credit differs, named
+    other = replay_cf(steps, pairs, runs, lambda run_dir: (lambda r, s: uncond(r, s, hinge_weight=0.15), None))
+    assert other["steps"] == 2 and any("step 3: status replays as 'active', stored 'gated_rescue_dup'" in p
+                                       for p in other["problems"])
+    refused = replay_cf(steps, pairs, runs, lambda run_dir: (None, "the plugin code at hand is not the code the run "
+                                                                  "recorded"))
+    assert refused["steps"] == 0 and "were not replayed, the plugin code at hand is not the code" in refused["unchecked"][0]

@@ -68,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
         elif name == "report":
             p.add_argument("--out", required=True, help="the HTML file to write (e.g. outputs/report.html)")
             p.add_argument("--no-verify", action="store_true", help="leave out the `verify all` verdict")
+            p.add_argument("--plugins", action="store_true",
+                           help="the verdict imports the runs' recorded plugins to re-derive what they decided "
+                                "(`verify all --plugins`)")
         else:
             p.add_argument("--out", required=True, help="output folder")
         p.add_argument("--profile", default=None, help="only this profile's runs (smoke, paper, ...)")
@@ -150,7 +153,7 @@ def main(argv=None) -> int:
         from rlvr_sweep.analysis.html_report import write_report
 
         path = write_report(sweep, root, args.out, verify=not args.no_verify, n_resamples=args.resamples,
-                            seed=args.seed, progress=lambda line: print(line, flush=True))
+                            seed=args.seed, progress=lambda line: print(line, flush=True), plugins=args.plugins)
         print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - started:.1f}s; {head})")
         return EXIT_OK
     Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,8 @@ DIR and a run hash (8 hex digits) names the run folder under DIR that carries it
 
 The report (`diff_lines`) names both sides, then lists the settings that differ, then, when either
 side is a run, the inputs that make up a run's identity and differ (each data file's rows digest and
-row count, the model's digest and each model file's, whether the data are the study's canonical files)
+row count, the model's digest and each model file's, the plugins' code digest and each plugin module's,
+whether the data are the study's canonical files)
 together with the code version (recorded in run.json, not part of the identity), and for two runs
 their headline metrics side by side (accuracy per phase and benchmark, B-A in points; wall seconds and
 training totals, B-A as it comes). A section with nothing in it says so.

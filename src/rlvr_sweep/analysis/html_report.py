@@ -45,15 +45,16 @@ nav a { margin-right: 1em; } code { background: #f3f3f5; padding: 0 3px; }
 
 
 def write_report(sweep: Sweep, root, out, *, verify: bool = True, n_resamples: int = 4000, seed: int = 0,
-                 progress=print) -> Path:
-    """Build every section (module docstring) and write the page to `out`; returns its path."""
+                 progress=print, plugins: bool = False) -> Path:
+    """Build every section (module docstring) and write the page to `out`; returns its path. `plugins`: the
+    verdict re-derives what the runs' plugins decided (`verify all --plugins`)."""
     started = time.perf_counter()
     progress("tables ...")
     tables = build_tables(sweep, None, n_resamples, seed)
     tables = {n: t for n, t in tables.items() if not (n in OPTIONAL_TABLES and t.why)}
     progress("figures ...")
     figures = _figures(sweep)
-    verdict = _verify(root, progress) if verify else None
+    verdict = _verify(root, progress, plugins) if verify else None
     progress("configs ...")
     parts = [
         f"<h1>Sweep report: {_e(root)}</h1>",
@@ -89,10 +90,20 @@ def _e(value) -> str:
 
 
 def _provenance(sweep: Sweep, root) -> str:
-    lines = [*header_lines(sweep, root), _code_line(sweep)]
+    lines = [*header_lines(sweep, root), _code_line(sweep), *_plugin_lines(sweep)]
     notes = [n for n in sweep.notes if n not in lines]
     return ("<h2 id='provenance'>Provenance</h2><ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>"
             + ("<h3>Notes</h3><ul>" + "".join(f"<li class='note'>{_e(n)}</li>" for n in notes) + "</ul>" if notes else ""))
+
+
+def _plugin_lines(sweep: Sweep) -> list[str]:
+    """The plugins' code the runs loaded (run.json `inputs.plugins`, part of their identity): each digest, and
+    how many runs; nothing for a sweep without plugins."""
+    if "inputs.plugins" not in sweep.runs.columns:
+        return []
+    digests = [d for d in sweep.runs["inputs.plugins"] if isinstance(d, str)]
+    counts = {d: digests.count(d) for d in sorted(set(digests))}
+    return [f"plugin code {d[:12]} (part of the identity of {n} run{'s' if n != 1 else ''})" for d, n in counts.items()]
 
 
 def _code_line(sweep: Sweep) -> str:
@@ -108,14 +119,14 @@ def _code_line(sweep: Sweep) -> str:
     return "code: " + "; ".join(f"{label} ({n} runs)" for label, n in sorted(counts.items()))
 
 
-def _verify(root, progress) -> list[dict]:
+def _verify(root, progress, plugins: bool = False) -> list[dict]:
     """`verify all ROOT` run as its own command (the verifier rebuilds what analysis builds, so it stands
     above this stage), its verdict read back from its `--json` file."""
     progress("verify all ...")
     with tempfile.TemporaryDirectory(prefix="rlvr_report_") as scratch:
         verdict = Path(scratch) / "verify.json"
-        proc = subprocess.run([sys.executable, "-m", "rlvr_sweep.verify", "all", str(root), "--json", str(verdict)],
-                              capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-m", "rlvr_sweep.verify", "all", str(root), "--json", str(verdict),
+                               *(["--plugins"] if plugins else [])], capture_output=True, text=True)
         for line in proc.stdout.splitlines():
             if line.startswith(("PASS", "==")):
                 progress(line)
@@ -132,11 +143,17 @@ def _verify_section(results) -> str:
         return head + "<p class='why'>Not run (<code>--no-verify</code>): run <code>python -m rlvr_sweep.verify all ROOT</code>.</p>"
     rows = []
     for r in results:
-        verdict = "<span class='ok'>ok</span>" if r["ok"] else f"<span class='failed'>FAILED ({len(r['problems'])})</span>"
+        unchecked = r.get("unchecked") or []
+        verdict = "<span class='ok'>ok</span>" if r["ok"] and not unchecked else \
+            f"<span class='failed'>INCOMPLETE ({len(unchecked)} not re-derived)</span>" if r["ok"] else \
+            f"<span class='failed'>FAILED ({len(r['problems'])})</span>"
         problems = "".join(f"<li>{_e(p)}</li>" for p in r["problems"][:20])
+        problems += "".join(f"<li>not re-derived: {_e(u)}</li>" for u in unchecked[:20])
         rows.append(f"<tr><td>{_e(r['name'])}</td><td>{verdict}</td><td style='white-space:normal'>{_e(r['summary'])}"
                     + (f"<ul>{problems}</ul>" if problems else "") + f"</td><td>{r['seconds']:.1f}s</td></tr>")
-    overall = "every pass ok" if all(r["ok"] for r in results) else "some passes FAILED"
+    overall = "some passes FAILED" if not all(r["ok"] for r in results) else \
+        "every pass ok" if not any(r.get("unchecked") for r in results) else \
+        "no problem, but incomplete: plugin code not imported (report --plugins, verify all --plugins)"
     return head + f"<p>verify all: <b>{overall}</b></p><table><tr><th>pass</th><th>verdict</th><th>what it checked</th>" \
                   f"<th>time</th></tr>{''.join(rows)}</table>"
 
@@ -197,8 +214,17 @@ def _configs(sweep: Sweep) -> str:
         if u == base:
             continue
         rows = [(k, a, b) for k, a, b in config_difference(configs[base], configs[u]) if k != "seed"]
+        rows += _input_differences(sweep.runs_of(base).iloc[0], sweep.runs_of(u).iloc[0])
         cells = "".join(f"<tr><td><code>{_e(k)}</code></td><td>{_e(a)}</td><td>{_e(b)}</td></tr>" for k, a, b in rows)
         out.append(f"<h3>{_e(sweep.label(u))}</h3>" + (
             f"<table><tr><th>setting</th><th>{_e(sweep.label(base))}</th><th>{_e(sweep.label(u))}</th></tr>{cells}</table>"
-            if rows else "<p>No setting differs (other inputs or the seed only).</p>"))
+            if rows else "<p>No setting differs (the seed only).</p>"))
     return "\n".join(out)
+
+
+def _input_differences(a, b) -> list[tuple[str, str, str]]:
+    """(identity input, its digest in a, in b) for the inputs both runs read whose content differs (the
+    plugins' code, a data set, the model), shown beside the settings: they tell rows apart as much."""
+    keys = [k for k in a.index if k.startswith("inputs.") and k in b.index]
+    return [(k, str(a[k])[:12], str(b[k])[:12]) for k in keys
+            if isinstance(a[k], str) and isinstance(b[k], str) and a[k] != b[k]]

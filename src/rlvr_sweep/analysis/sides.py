@@ -126,8 +126,9 @@ def _inputs(info: dict) -> dict:
         out[name] = part.get("sha256", ABSENT)
         if "rows" in part:
             out[f"{name} rows"] = part["rows"]
+        what = "module" if name == "plugins" else "file"  # a plugin's code by module: where it lies is a label
         for file, digest in sorted((part.get("files") or {}).items() if isinstance(part.get("files"), Mapping) else ()):
-            out[f"{name} file {file}"] = digest
+            out[f"{name} {what} {file}"] = digest
     if "model_digest" in info and "model" not in out:
         out["model"] = info["model_digest"]
     out["data canonical"] = info.get("data_canonical", ABSENT)
@@ -158,7 +159,10 @@ def _run_side(folder: Path, label: str) -> Side:
 
 
 def shipped_arms() -> list[str]:
-    return sorted(p.stem for p in (CONF_DIR / "arm").glob("*.yaml"))
+    """The package's arms and those of the plugins named in RLVR_SWEEP_PLUGINS (their `conf/arm/`)."""
+    from rlvr_sweep.config.plugins import conf_dirs
+
+    return sorted({p.stem for folder in (CONF_DIR, *conf_dirs()) for p in (folder / "arm").glob("*.yaml")})
 
 
 def _arm_side(name: str, overrides: Sequence[str]) -> Side:
@@ -166,12 +170,21 @@ def _arm_side(name: str, overrides: Sequence[str]) -> Side:
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException, MissingConfigException
 
+    from rlvr_sweep.config import ConfigError
+    from rlvr_sweep.config.plugins import environment_plugins, load_environment_plugins, resolve_plugins
+
     label = " ".join(["arm", name, *overrides])
     register_configs()
+    try:
+        load_environment_plugins()  # a plugin's options are config options (its arms: its conf/ folder)
+    except ConfigError as err:
+        raise DiffError(str(err)) from None
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             raw = compose("config", overrides=[f"+arm={name}", *overrides])
         cfg = build_config(raw)
+        if cfg.plugins or environment_plugins():  # the plugins it uses, named in its `plugins` as its runs name them
+            resolve_plugins(cfg)
     except MissingConfigException as err:
         if f"'arm/{name}'" in str(err):
             raise DiffError(f"no run folder, config file or arm named {name!r} "

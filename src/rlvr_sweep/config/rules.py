@@ -4,7 +4,8 @@ A field of the typed config is declared with `setting(default, *rules)`; `check_
 the whole config and reports every field whose value breaks a rule, as `key=value: what is allowed`
 (`train.grad_clip=-1.0: must be > 0`). `identity=False` marks bookkeeping settings (where files go,
 how often they are written) that do not change what a run computes, so they stay out of the run's
-identity hash (`identity_dict`).
+identity hash (`identity_dict`). `identity=WHEN_SET` marks a setting added after runs were made: it
+joins the identity only when it differs from its default, so those runs keep their hashes.
 """
 
 from __future__ import annotations
@@ -63,7 +64,10 @@ NON_EMPTY = Rule(lambda v: isinstance(v, str) and v.strip() != "", "must be a no
 EVEN = Rule(lambda v: v % 2 == 0, "must be even")
 
 
-def setting(default, *rules: Rule, identity: bool = True):
+WHEN_SET = "when_set"  # identity: part of it only when not at its default
+
+
+def setting(default, *rules: Rule, identity: bool | str = True):
     """A dataclass field whose valid values are `rules` (None always passes: `Optional` fields say
     None is allowed through their type). Lists and dicts take a factory default."""
     meta = {"rules": rules, "identity": identity}
@@ -118,6 +122,10 @@ def _dataclass_type(schema, name: str):
     return type(sample) if dataclasses.is_dataclass(sample) else None
 
 
+def _default(f):
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
 def bookkeeping_keys(schema) -> set[str]:
     """Dotted keys of every setting of the dataclass `schema` declared `identity=False`."""
     out = set()
@@ -141,5 +149,7 @@ def identity_dict(cfg) -> dict:
         if not f.metadata.get("identity", True):
             continue
         value = getattr(cfg, f.name)
+        if f.metadata.get("identity") == WHEN_SET and value == _default(f):
+            continue
         out[f.name] = identity_dict(value) if dataclasses.is_dataclass(value) else copy.deepcopy(value)
     return out

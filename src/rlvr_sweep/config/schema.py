@@ -17,7 +17,9 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from rlvr_sweep.config.rules import EVEN, NON_EMPTY, above, at_least, between, each, matches, one_of, setting
+from rlvr_sweep.config.rules import (
+    EVEN, NON_EMPTY, WHEN_SET, above, at_least, between, each, matches, one_of, setting,
+)
 
 # arm and profile names become folders of a run's path: one plain component each (no '/', no leading '.')
 PATH_NAME = matches(r"(?!.*\.stale-)[A-Za-z0-9_][A-Za-z0-9_+=,@-]*(\.[A-Za-z0-9_+=,@-]+)*",
@@ -55,6 +57,8 @@ class DataConfig:
     toy_seed: int = setting(0, at_least(0))  # toy_arith only: seed of the generated splits
     toy_train_size: int = setting(2000, at_least(1))
     toy_heldout_size: int = setting(200, at_least(1))
+    # parameters of a task registered outside the package (`data.TASKS`, docs/extending.md)
+    params: dict[str, Any] = setting({}, identity=WHEN_SET)
 
 
 @dataclass

@@ -12,10 +12,19 @@ credit's ledger (`cf`: gates, coefficients, hinge pairs). Options declare their 
 continuation apart) and `fork` (counterfactual fork pairs); a sampler lists the kinds that can credit
 its groups (`rollout.SAMPLERS`). Register a new rule with `@ESTIMATORS.register(name, kind=..., reads=...)`.
 
+A `batch` estimator credits every group of one optimizer update together (the `train.accumulate_questions`
+questions of an update; with the paper's single-question updates, each group alone):
+
+    estimator(rewards: [(K, B) per group], shapes: [GroupShape per group], **settings) -> [(K, B) advantages]
+
+one advantage per leaf, as leaf credit (it goes with any sampler leaf credit goes with); a group is active
+exactly when its rewards differ, as for leaf credit. The update calls it (`update.batch_credit`) once all
+of its questions are scored.
+
 Built in: `grpo` (paper §1, baseline spec §7), `dr_grpo` (Dr. GRPO, the paper's reference [3]: R - Rbar,
-no division by sigma; an option, not a paper arm), `tree_mean`, `clamped_prefix` (§4.3) and the
+no division by sigma; an option, not a paper arm), `tree_mean`, `clamped_prefix` (§4.3), the
 counterfactual `cf_uncond`, `cf_rg`, `cf_pb` (§5.6 item 4), which credit the flat warmup groups of
-their arms with leaf GRPO.
+their arms with leaf GRPO, and the batch estimator `grpo_batch_std` (not a paper arm).
 """
 
 from __future__ import annotations
@@ -30,7 +39,8 @@ from rlvr_sweep.credit.grpo import grpo_advantages, is_homogeneous
 from rlvr_sweep.credit.tree import TreeCredit, clamped_prefix_advantages, tree_mean_credit, zero_cont_token_mass
 
 ESTIMATORS = Registry("estimator", group="estimator")
-KINDS = ("leaf", "tree", "fork")
+KINDS = ("leaf", "tree", "fork", "batch")
+CREDITED_AS = {"batch": "leaf"}  # the kind of credit a kind gives, for the samplers' `credits`
 
 
 class GroupShape(NamedTuple):
@@ -127,3 +137,20 @@ def _counterfactual(variant: str):
 for _variant, _extra in (("cf_uncond", ()), ("cf_rg", ()), ("cf_pb", ("pb_loser",))):
     ESTIMATORS.register(_variant, kind="fork", per_token=True, reads=("alpha", "eps", "hinge_weight", *_extra))(
         _counterfactual(_variant))
+
+
+@ESTIMATORS.register("grpo_batch_std", kind="batch", reads=("std", "eps"))
+def grpo_batch_std(rewards: list[torch.Tensor], shapes: list[GroupShape], *, std: str = "unbiased",
+                   eps: float = 1e-4) -> list[torch.Tensor]:
+    """Group-mean baseline, batch-level scale: A_ij = (R_ij - mean_j R_i) / (sigma_batch + eps), sigma_batch the
+    std of every reward of the update (TRL's GRPOTrainer with `scale_rewards="batch"`, after REINFORCE++'s
+    batch normalisation; unbiased std and eps 1e-4 as there). A homogeneous group still gets 0.
+
+    E.g. groups (1, 0) and (1, 1): sigma_batch = std(1, 0, 1, 1) = 0.5, so A = (+-0.5) / 0.5001 = +-0.9998
+    for the first and (0, 0) for the second.
+    """
+    if std not in ("unbiased", "population"):
+        raise ValueError(f"unknown estimator.std {std!r}")
+    flat = torch.cat([r.flatten().to(torch.float32) for r in rewards])
+    sigma = flat.std(correction=1 if std == "unbiased" else 0) if flat.numel() > 1 else flat.new_zeros(())
+    return [(r.to(torch.float32) - r.to(torch.float32).mean()) / (sigma + eps) for r in rewards]

@@ -2,7 +2,9 @@
 
 Every row handed to training or evaluation is a dict with at least `id`, `problem` and `answer`
 (strings). JSONL files live under `data.root` (docs/configuration.md: where each file comes from); a missing or
-malformed file fails with the file, the line and what is wrong.
+malformed file fails with the file, the line and what is wrong. The built-in benchmarks are entries of
+`tasks.BENCHMARKS` beside those a task of one's own adds (`tasks.TASKS`), and a `data.name` a task
+registered makes its training rows.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from rlvr_sweep.data import toy_arith
 from rlvr_sweep.data.prepare import NUMBER
 from rlvr_sweep.data.jsonl import DataError, line_of, read_jsonl
 from rlvr_sweep.data.splits import SPLIT_NAMES
+from rlvr_sweep.data.tasks import BENCHMARKS, TASKS, Benchmark, task_rows
 
 # benchmark name -> (JSONL file, rows kept); see data_file for where each file is looked up
 BENCHMARK_FILES = {
@@ -59,7 +62,9 @@ def read_data_file(name: str, cfg: DataConfig) -> list[dict]:
 
 def training_rows(cfg: DataConfig) -> list[dict]:
     """The ordered training rows; step s uses row s % len(rows)."""
-    if cfg.name == "toy_arith":
+    if cfg.name in TASKS:
+        rows = task_rows(cfg)
+    elif cfg.name == "toy_arith":
         rows = toy_arith.load_split("train", cfg.toy_train_size, seed=cfg.toy_seed)
     elif training_file(cfg):
         rows = read_data_file(cfg.train_file, cfg)
@@ -69,32 +74,43 @@ def training_rows(cfg: DataConfig) -> list[dict]:
 
 
 def benchmark_names() -> list[str]:
-    return sorted([*BENCHMARK_FILES, *COMBINED_BENCHMARKS, *TOY_BENCHMARKS])
+    return sorted(BENCHMARKS)
 
 
 def benchmark_files(name: str, cfg: DataConfig) -> list[Path]:
-    """The files a benchmark's rows are read from ([] for the generated toy task)."""
-    if name in COMBINED_BENCHMARKS:
-        return [f for part in COMBINED_BENCHMARKS[name] for f in benchmark_files(part, cfg)]
-    return [data_file(BENCHMARK_FILES[name][0], cfg)] if name in BENCHMARK_FILES else []
+    """The files a benchmark's rows are read from ([] for the generated toy task and a task's own rows)."""
+    return BENCHMARKS[name].files(cfg) if name in BENCHMARKS else []
 
 
 def training_file(cfg: DataConfig) -> Path | None:
-    """The file the training rows are read from (None for the generated toy task)."""
-    return None if cfg.name == "toy_arith" or not cfg.train_file else data_file(cfg.train_file, cfg)
+    """The file the training rows are read from (None for the generated toy task and a task's own rows)."""
+    if cfg.name == "toy_arith" or cfg.name in TASKS or not cfg.train_file:
+        return None
+    return data_file(cfg.train_file, cfg)
 
 
 def benchmark_rows(name: str, cfg: DataConfig, limit: int | None = None) -> list[dict]:
     """The items of one evaluation benchmark, in file order; each row carries its `source`
     benchmark (ext240 rows say gsm8k200 or amc23, so results can be split back)."""
-    if name in TOY_BENCHMARKS:
-        rows = toy_arith.load_split("heldout", cfg.toy_heldout_size, seed=cfg.toy_seed)
-    elif name in BENCHMARK_FILES:
-        file, keep = BENCHMARK_FILES[name]
-        rows = read_data_file(file, cfg)[:keep]
-    elif name in COMBINED_BENCHMARKS:
-        return [row for part in COMBINED_BENCHMARKS[name] for row in benchmark_rows(part, cfg)][:limit]
-    else:
+    if name not in BENCHMARKS:
         raise DataError(f"unknown benchmark {name!r}; valid: {benchmark_names()}")
-    rows = [{**row, "source": name} for row in rows]
+    rows = BENCHMARKS[name].rows(cfg)
     return rows[:limit] if limit is not None else rows
+
+
+def _file_rows(name: str):
+    file, keep = BENCHMARK_FILES[name]
+    return lambda cfg: [{**row, "source": name} for row in read_data_file(file, cfg)[:keep]]
+
+
+def _combined_rows(name: str):
+    return lambda cfg: [row for part in COMBINED_BENCHMARKS[name] for row in benchmark_rows(part, cfg)]
+
+
+for _name in BENCHMARK_FILES:
+    BENCHMARKS[_name] = Benchmark(_name, _file_rows(_name), lambda cfg, n=_name: [data_file(BENCHMARK_FILES[n][0], cfg)])
+for _name in COMBINED_BENCHMARKS:
+    BENCHMARKS[_name] = Benchmark(_name, _combined_rows(_name), lambda cfg, n=_name: [
+        f for part in COMBINED_BENCHMARKS[n] for f in benchmark_files(part, cfg)])
+BENCHMARKS["toy_heldout"] = Benchmark("toy_heldout", lambda cfg: [
+    {**row, "source": "toy_heldout"} for row in toy_arith.load_split("heldout", cfg.toy_heldout_size, seed=cfg.toy_seed)])

@@ -71,7 +71,7 @@ def evaluate_forks(policy, rows: list[dict], *, benchmark: str, phase: str, sett
     """Graded root and fork branches of every item (see the module docstring); rows item by item."""
     s = settings
     model = policy.model
-    prompts = encode_prompts(policy.tokenizer, [r["problem"] for r in rows])
+    prompts = encode_prompts(policy.tokenizer, [r["problem"] for r in rows], s.prompt)
     root = decode_readout(model, prompts, schedule=s.schedule, engine=s.engine, batch_size=s.batch_size,
                           max_new_tokens=s.max_new_tokens, eos_id=policy.eos_id, pad_id=policy.pad_id,
                           temperature=0.0, top_p=1.0, slots=s.slots, on_batch=on_batch)
@@ -84,7 +84,7 @@ def evaluate_forks(policy, rows: list[dict], *, benchmark: str, phase: str, sett
 
     def row_of(i: int, tokens, length: int, finished: bool, extra: dict) -> dict:
         return {**grade_row(policy, rows[i], tokens, length, finished, benchmark=benchmark, phase=phase, index=i,
-                            grade=grade), "readout": readout, **extra, **used}
+                            grade=grade, settings=s), "readout": readout, **extra, **used}
 
     out: list[list[dict]] = []
     for i, plan in enumerate(plans):

@@ -16,16 +16,19 @@ from rlvr_sweep.reward import grading
 
 
 def grade_row(policy, row: dict, tokens: list[int], length: int, finished: bool, *, benchmark: str, phase: str,
-              index: int, grade) -> dict:
+              index: int, grade, settings: ReadoutSettings | None = None) -> dict:
     """One `grades` row for a decoded response (`tokens` may end with EOS when `finished`).
 
     `capped`: stopped at the cap without EOS; the paper's AllCap2048 counts these "test cap hits".
     `inc_trunc`: capped and graded incorrect (IncTrunc, so never above AllCap). `capped_unboxed`:
-    capped with no braced box, a finer count kept for analysis."""
+    capped with no braced box, a finer count kept for analysis. A task of one's own reads its answers with
+    its own extraction (`settings.extract`; `has_box`: its strict one found an answer)."""
     text = policy.tokenizer.decode(tokens[:-1] if finished else tokens, skip_special_tokens=False)
-    extracted = grading.extract_answer(text)
+    extract = (settings.extract if settings else None) or grading.extract_answer
+    strict = (settings.extract_strict if settings else None) or (lambda t: grading.extract_answer(t, fallback=None))
+    extracted = extract(text)
     ok = bool(grade(extracted, row["answer"]))
-    has_box = grading.extract_answer(text, fallback=None) != ""
+    has_box = strict(text) != ""
     return {
         "phase": phase, "benchmark": benchmark, "source": row.get("source", benchmark), "item_id": row["id"],
         "index": index, "length": length - int(finished),  # generated tokens, EOS not counted
@@ -38,10 +41,11 @@ def grade_row(policy, row: dict, tokens: list[int], length: int, finished: bool,
 def evaluate_greedy(policy, rows: list[dict], *, benchmark: str, phase: str, settings: ReadoutSettings,
                     grade=grading.grade, on_batch=None) -> list[dict]:
     """Grade greedy responses to `rows`; one dict per item, in item order."""
-    prompts = encode_prompts(policy.tokenizer, [r["problem"] for r in rows])
+    prompts = encode_prompts(policy.tokenizer, [r["problem"] for r in rows], settings.prompt)
     gen = decode_readout(policy.model, prompts, schedule=settings.schedule, engine=settings.engine,
                          batch_size=settings.batch_size, max_new_tokens=settings.max_new_tokens,
                          eos_id=policy.eos_id, pad_id=policy.pad_id, temperature=0.0, top_p=1.0,
                          slots=settings.slots, on_batch=on_batch)
-    return [grade_row(policy, row, tokens, length, finished, benchmark=benchmark, phase=phase, index=i, grade=grade)
+    return [grade_row(policy, row, tokens, length, finished, benchmark=benchmark, phase=phase, index=i, grade=grade,
+                      settings=settings)
             for i, (row, tokens, length, finished) in enumerate(zip(rows, gen.tokens, gen.lengths, gen.finished))]

@@ -1,7 +1,8 @@
 """What every read-out is given, and the registry the `eval` config group names.
 
 A read-out turns a policy and a benchmark's rows into `grades` rows. The run unpacks its config
-into `ReadoutSettings` (plain values, already scaled to the profile's lengths) and calls the entry
+into `ReadoutSettings` (plain values, already scaled to the profile's lengths, and the benchmark's task's
+prompt and answer extraction) and calls the entry
 named by `eval.name`: `fn(policy, rows, *, benchmark, phase, settings, grade, on_batch=None)`.
 `on_batch(items, generated_tokens)` reports progress. Every row holds at least the columns of
 `store.schema`'s `grades` table.
@@ -9,6 +10,7 @@ named by `eval.name`: `fn(policy, rows, *, benchmark, phase, settings, grade, on
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -35,6 +37,11 @@ class ReadoutSettings:
     tie_forks: int = 2  # TieGated-FG05: extra forks on a 3-way tie (0: none)
     continuation_batch_size: int = 64  # fork continuations: length-sorted batches of this many rows
     min_continuation: int = 64  # continuation steps per batch: max(min_continuation, cap - max K)
+    # the benchmark's task (`data.Task`): its prompt template (None: the baseline's) and how an answer is
+    # read from a response (None: MATH's last \boxed{}, else the last number; strict: the box only)
+    prompt: str | None = None
+    extract: Callable[[str], str] | None = None
+    extract_strict: Callable[[str], str] | None = None
 
     def __post_init__(self):
         if not 0 <= self.fork_start < self.fork_end:

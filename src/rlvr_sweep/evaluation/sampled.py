@@ -29,7 +29,7 @@ __all__ = ["evaluate_sampled"]
 def evaluate_sampled(policy, rows: list[dict], *, benchmark: str, phase: str, settings: ReadoutSettings,
                      grade=grading.grade, on_batch=None, readout: str = "sampled_k3") -> list[dict]:
     """Grade ``settings.draws`` sampled responses per item; rows item-major within each draw."""
-    prompts = encode_prompts(policy.tokenizer, [r["problem"] for r in rows])
+    prompts = encode_prompts(policy.tokenizer, [r["problem"] for r in rows], settings.prompt)
     seed = settings.sample_seed_offset + settings.seed
     generator = torch.Generator(device=policy.device).manual_seed(seed)
     report = _whole_items(on_batch, settings.draws) if on_batch else None
@@ -41,7 +41,7 @@ def evaluate_sampled(policy, rows: list[dict], *, benchmark: str, phase: str, se
                              top_p=settings.top_p, generator=generator, slots=settings.slots, on_batch=report)
         for i, (row, tokens, length, finished) in enumerate(zip(rows, gen.tokens, gen.lengths, gen.finished)):
             graded.append({**grade_row(policy, row, tokens, length, finished, benchmark=benchmark, phase=phase,
-                                       index=i, grade=grade),
+                                       index=i, grade=grade, settings=settings),
                            "readout": readout, "draw": draw, "draws": settings.draws, "sample_seed": seed,
                            "temperature": settings.temperature, "top_p": settings.top_p})
     return graded

@@ -1,10 +1,12 @@
 """A file's sha256, memoised while the file stays the same (a sweep plans many jobs on the same files),
 and the stamp that says a file is the same: its size, mtime, ctime, inode and device (any write sets the
-ctime, which no user tool sets back; a copy is a new inode). `store.remembered` keys its cache by it too."""
+ctime, which no user tool sets back; a copy is a new inode). `store.remembered` keys its cache by it too.
+`rows_digest` is the digest of data rows (a run's data inputs, a task's checksums)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -29,3 +31,12 @@ def file_sha256(path: Path, memo: bool = True) -> str:
             h.update(block)
     _DIGESTS[key] = h.hexdigest()
     return _DIGESTS[key]
+
+
+def rows_digest(rows: list[dict]) -> str:
+    """sha256 of rows as canonical JSON lines (keys sorted): their content, in their order."""
+    h = hashlib.sha256()
+    for row in rows:
+        h.update(json.dumps(row, sort_keys=True, ensure_ascii=False, default=str).encode())
+        h.update(b"\n")
+    return h.hexdigest()

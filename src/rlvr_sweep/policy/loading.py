@@ -53,6 +53,10 @@ def load_policy(cfg: ModelConfig, folder: Path | None = None) -> Policy:
         first = (str(err).strip().splitlines() or ["no detail"])[0][:300]
         raise ModelLoadError(f"model {cfg.path or cfg.hub_id!r} cannot be loaded from {folder}: "
                              f"{type(err).__name__}: {first}") from err
+    if tokenizer.eos_token_id is None:  # else decoding fails deep inside an engine, or never stops
+        raise ModelLoadError(f"model {cfg.path or cfg.hub_id!r}: the tokenizer in {folder} has no EOS token "
+                             "(eos_token in tokenizer_config.json): rollouts and read-outs end at it, and it pads "
+                             "where the tokenizer has no pad token")
     if cfg.untie_embeddings:
         untie_output_head(model)
     model.to(device)

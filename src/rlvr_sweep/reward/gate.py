@@ -11,15 +11,19 @@ from rlvr_sweep.config.options import Option, Registry
 from rlvr_sweep.reward import grading
 
 # The reward registry (`reward.name`): every entry is (texts, gold, *, grade, **settings) ->
-# (rewards, correct), `grade` the run's grader.
+# (rewards, correct), `grade` the run's grader; an option that declares `receives=("tokens",)` is also given
+# each rollout's token ids (`tokens`: a list per text), `receives=("extract",)` the task's answer extraction
+# for rewards (`extract(text) -> answer`, "" when none: MATH's last box, without a fallback).
 REWARDS = Registry("reward", group="reward")
 
 
-def score_rollouts(texts: list[str], gold: str, gate_chars: int | None, grade=grading.grade):
-    """-> (rewards, correct): the (possibly gated) rewards, and the ungated correctness."""
+def score_rollouts(texts: list[str], gold: str, gate_chars: int | None, grade=grading.grade, extract=None):
+    """-> (rewards, correct): the (possibly gated) rewards, and the ungated correctness. `extract`: the
+    task's reward extraction (None: the last `\boxed{}`, no fallback)."""
+    extract = extract or (lambda text: grading.extract_answer(text, fallback=None))
     correct = []
     for text in texts:
-        pred = grading.extract_answer(text, fallback=None)
+        pred = extract(text)
         correct.append(1.0 if pred and grade(pred, gold) else 0.0)
     rewards = [c if grading.passes_gate(text, gate_chars) else 0.0 for c, text in zip(correct, texts)]
     return rewards, correct
@@ -45,14 +49,14 @@ def first_box_token(tokens: list[int], decode) -> int:
     return lo - 1
 
 
-def ungated(texts: list[str], gold: str, *, grade=grading.grade):
+def ungated(texts: list[str], gold: str, *, grade=grading.grade, extract=None):
     """The verifier's verdict alone (Arms 1, 2)."""
-    return score_rollouts(texts, gold, None, grade)
+    return score_rollouts(texts, gold, None, grade, extract)
 
 
-def gated(texts: list[str], gold: str, *, grade=grading.grade, gate_chars: int = grading.GATE_CHARS):
+def gated(texts: list[str], gold: str, *, grade=grading.grade, gate_chars: int = grading.GATE_CHARS, extract=None):
     """The verdict, kept only with >= gate_chars characters before the last \\boxed (the derivation gate)."""
-    return score_rollouts(texts, gold, gate_chars, grade)
+    return score_rollouts(texts, gold, gate_chars, grade, extract)
 
 
 def _gate_set(cfg) -> list[str]:
@@ -61,6 +65,6 @@ def _gate_set(cfg) -> list[str]:
     return ["reward.gate_chars=None with reward.name='gated': a gated reward needs gate_chars (paper: 30)"]
 
 
-REWARDS.add(Option("ungated", ungated, doc="the verifier's verdict alone"))
-REWARDS.add(Option("gated", gated, reads=("gate_chars",), lengths=("gate_chars",), check=_gate_set,
+REWARDS.add(Option("ungated", ungated, receives=("extract",), doc="the verifier's verdict alone"))
+REWARDS.add(Option("gated", gated, reads=("gate_chars",), lengths=("gate_chars",), check=_gate_set, receives=("extract",),
                    doc="the verdict behind the derivation gate (paper §4.1)"))

@@ -8,26 +8,30 @@ that read it (CONVENTIONS #17), when a job is built: single runs and each job of
   refused when it differs from its default: `+arm=cf_grpo sampler.t_min=5` (cf_fork never reads t_min)
   or `estimator.beta=0.25` with a counterfactual estimator would otherwise make a new run folder that
   computes what another does.
-- A `<group>.params` key must be a parameter of the chosen option.
-- The estimator's kind must be one the sampler's groups can be credited by (`credits`), and per-token
-  credit needs `train.loss_recipe=scale_then_sum`; each chosen option's own `check` runs too.
+- A `<group>.params` key must be a parameter of the chosen option, and its value of the parameter's type and
+  within its declared range (`config.options.Param`); an option's function must take every keyword it will
+  be called with (its reads, parameters and what it receives).
+- The estimator's kind must be one the sampler's groups can be credited by (`credits`; a batch estimator
+  gives leaf credit), and per-token credit needs `train.loss_recipe=scale_then_sum`; each chosen option's own
+  `check` runs too.
+- A task of one's own (`data.name` a task registered in `data.TASKS`) has its `data.params` checked like
+  an option's, and its own grader refuses a `grader.name` other than the default.
 
-`plugins` (a list of module names) are imported first, so options registered by a researcher's own
-module (`@ESTIMATORS.register(...)`) are known to every check.
+`plugins` (module names, `.py` files or package folders; `config.plugins`) are imported first, so options
+registered by a researcher's own module (`@ESTIMATORS.register(...)`) are known to every check.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
-import sys
-from pathlib import Path
 
 from rlvr_sweep.config import Config, ConfigError
 from rlvr_sweep.config.options import Option, Registry
-from rlvr_sweep.credit import ESTIMATORS
-from rlvr_sweep.data import benchmark_names
+from rlvr_sweep.config.plugins import (  # noqa: F401  (re-exported: how a run's plugins are resolved)
+    chosen_plugins, complete_params, environment_plugins, import_plugins as _import_entries, resolve_plugins,
+)
+from rlvr_sweep.credit import CREDITED_AS, ESTIMATORS
+from rlvr_sweep.data import TASKS, benchmark_names
 from rlvr_sweep.evaluation import READOUTS, SCHEDULES
 from rlvr_sweep.policy import DTYPES
 from rlvr_sweep.reward import GRADERS, REWARDS
@@ -43,24 +47,9 @@ NAMED = (("grader", "name", GRADERS), ("optimizer_step", "name", HOMOGENEOUS_STE
 
 
 def import_plugins(cfg: Config) -> None:
-    """Import each entry of `plugins`: a module name (on PYTHONPATH or installed) or a `.py` file's path."""
-    for module in cfg.plugins:
-        try:
-            if module.endswith(".py"):
-                path = Path(module).resolve()
-                name = f"rlvr_sweep_plugin_{path.stem}"
-                if name not in sys.modules:
-                    spec = importlib.util.spec_from_file_location(name, path)
-                    if spec is None or not path.is_file():
-                        raise FileNotFoundError(f"no such file: {path}")
-                    sys.modules[name] = importlib.util.module_from_spec(spec)
-                    spec.loader.exec_module(sys.modules[name])
-            else:
-                importlib.import_module(module)
-        except Exception as err:  # noqa: BLE001  (whatever the user's module raises, name it in one line)
-            sys.modules.pop(f"rlvr_sweep_plugin_{Path(module).stem}", None)
-            raise ConfigError(f"plugins={cfg.plugins}: cannot import {module!r} ({type(err).__name__}: {err}); "
-                              "put its folder on PYTHONPATH, install it, or give the .py file's path") from None
+    """Import the environment's plugins and each entry of `plugins` (`config.plugins.import_plugins`):
+    ConfigError naming a failed one."""
+    _import_entries(list(dict.fromkeys([*environment_plugins(), *cfg.plugins])))
 
 
 def chosen(cfg: Config) -> dict[tuple[str, str], Option]:
@@ -114,13 +103,30 @@ def _unread_problems(cfg: Config, picked: dict) -> list[str]:
             if extra:
                 problems.append(f"{group}.params has {extra}: not parameters of "
                                 f"{' / '.join(repr(o.name) for _, o in options)} (its parameters: {sorted(allowed)})")
+            for _, option in options:
+                problems += option.param_problems(group, {k: v for k, v in params.items() if k in option.params})
+    return problems
+
+
+# what each registry's calling convention passes by keyword, besides the settings an option declares
+CONVENTION_KEYWORDS = {"reward": ("grade",), "estimator": (), "sampler": ("horizon",)}
+
+
+def _signature_problems(cfg: Config, picked: dict) -> list[str]:
+    """A plugin's function that cannot take what it will be called with: named now, not at its first call."""
+    problems = []
+    for (group, key), option in picked.items():
+        if option.built_in or key != "name" or group not in CONVENTION_KEYWORDS:
+            continue  # read-outs take their settings as one object, engines the decoding contract
+        problems += [f"{group}.name={option.name!r}: {p}" for p in option.signature_problems(
+            getattr(cfg, group), CONVENTION_KEYWORDS.get(group, ()))]
     return problems
 
 
 def _combination_problems(cfg: Config, picked: dict) -> list[str]:
     sampler, estimator = picked[("sampler", "name")], picked[("estimator", "name")]
     problems = []
-    if estimator.kind not in sampler.credits:
+    if CREDITED_AS.get(estimator.kind, estimator.kind) not in sampler.credits:
         problems.append(f"estimator.name={estimator.name!r} ({estimator.kind} credit) with sampler.name="
                         f"{sampler.name!r}: its groups are credited by {list(sampler.credits)} estimators "
                         f"(e.g. {[e.name for e in ESTIMATORS.options() if e.kind in sampler.credits]})")
@@ -130,6 +136,32 @@ def _combination_problems(cfg: Config, picked: dict) -> list[str]:
     for option in picked.values():
         if option.check is not None:
             problems += option.check(cfg)
+    return problems + _task_problems(cfg)
+
+
+def _task_problems(cfg: Config) -> list[str]:
+    """A task of one's own (`data.name` registered in `data.TASKS`): its parameters declared and in range,
+    its own grader not overridden by `grader.name`; other data take no `data.params`."""
+    d = cfg.data
+    if d.name not in TASKS:
+        hint = (" (profile=smoke sets data.name=toy_arith after the data option: set data.name=<the task> too, "
+                "as an arm training on a task does in its body)" if d.name == "toy_arith" else "")
+        return [f"data.params={d.params}: data.name={d.name!r} is not a task of one's own (tasks: {TASKS.names()}); "
+                f"only a task takes parameters{hint}"] if d.params else []
+    option = TASKS[d.name]
+    problems = option.param_problems("data", {k: v for k, v in d.params.items() if k in option.params})
+    extra = sorted(set(d.params) - set(option.params))
+    if extra:
+        problems.append(f"data.params has {extra}: not parameters of task {d.name!r} (its parameters: "
+                        f"{sorted(option.params)})")
+    default = _default(cfg.grader, "name")
+    if option.task.grade is not None and cfg.grader.name != default:
+        rule = option.task.grade
+        problems.append(f"grader.name={cfg.grader.name!r}: task {d.name!r} grades with its own rule "
+                        f"({getattr(rule, '__module__', '?')}.{getattr(rule, '__qualname__', rule)}); leave grader.name "
+                        f"at {default!r}")
+    if option.check is not None:
+        problems += option.check(cfg)
     return problems
 
 
@@ -140,6 +172,8 @@ def check_choices(cfg: Config) -> Config:
     if not problems:
         picked = chosen(cfg)
         problems = _unread_problems(cfg, picked) + _combination_problems(cfg, picked)
+        if not problems:
+            problems = _signature_problems(cfg, picked)
     if problems:
         raise ConfigError("invalid config: " + "; ".join(problems))
     return cfg

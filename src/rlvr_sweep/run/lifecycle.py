@@ -28,6 +28,7 @@ from transformers.utils import logging as hf_logging
 
 from rlvr_sweep import data, evaluation, store
 from rlvr_sweep.config import Config, paper_arm, scaled_length
+from rlvr_sweep.config.plugins import plugin_frame
 from rlvr_sweep.policy import load_policy
 from rlvr_sweep.reward import get_grader, grading
 from rlvr_sweep.rollout import static_engine, vllm_engine
@@ -84,6 +85,9 @@ def run_plan(p: Plan) -> dict:
                 store.remove_temp_files(run_dir)  # free what can be freed first: on a full disk it is these
                 full = _full_disk(run_dir, err)
                 info.update(status="failed", error=str(full) if full else repr(err), traceback=traceback.format_exc())
+                frame = plugin_frame(err.__traceback__)
+                if frame is not None:  # raised in a researcher's own code: say where
+                    info["error_in"] = f"plugin {frame}"
                 if full:
                     raise full from err
                 raise

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rlvr_sweep import data, store
 from rlvr_sweep.config import Config, check_config
+from rlvr_sweep.config.plugins import chosen_plugins, code_record, environment_plugins, resolve_plugins
 from rlvr_sweep.data.canonical import is_canonical
 from rlvr_sweep.policy import ModelLoadError, resolve_model_folder
 from rlvr_sweep.policy.architecture import EXPECTED, check_architecture
@@ -52,6 +53,10 @@ def locate(cfg: Config) -> Plan:
     torch nor transformers, so a relaunch sees that a run is finished in well under a second
     (`finished_as_left`); `plan` adds the check of every choice and of the prompts' lengths."""
     check_config(cfg)
+    if cfg.plugins or environment_plugins():  # a researcher's own options: imported (with the registries: torch)
+        from rlvr_sweep.run.choices import check_choices  # the registries: torch
+
+        check_choices(resolve_plugins(cfg))  # what the plugins' code will be asked to do, checked first
     train_rows = data.training_rows(cfg.data) if cfg.task == "train" else []
     eval_sets = {b: data.benchmark_rows(b, cfg.data, cfg.eval.limit) for b in cfg.eval.benchmarks}
     folder = resolve_model_folder(cfg.model)  # a missing folder or unreachable hub fails here, in seconds
@@ -71,7 +76,17 @@ def finished_as_left(run_dir: Path) -> dict | None:
 
 def check_model_folder(cfg: Config, folder: Path) -> None:
     """A model whose name has an expected architecture (`policy.architecture.EXPECTED`: the paper's
-    Qwen3-0.6B-Base) must find it in its folder: checked from the files, before anything is loaded."""
+    Qwen3-0.6B-Base) must find it in its folder, and `model.engine=static` (Qwen3's decode step) a Qwen3
+    model: checked from the files, before anything is loaded."""
+    if cfg.model.engine == "static":
+        try:
+            model_type = json.loads((folder / "config.json").read_text()).get("model_type")
+        except (OSError, ValueError, AttributeError):
+            model_type = None
+        if model_type is not None and model_type != "qwen3":
+            raise ModelLoadError(f"model.engine=static decodes Qwen3 models only (its step is Qwen3's decoder layer); "
+                                 f"{folder} holds model_type {model_type!r}: use model.engine=reference, or auto "
+                                 "(which picks the engine that can decode it)")
     expected = EXPECTED.get(cfg.model.name)
     if expected is None:
         return
@@ -82,7 +97,9 @@ def check_model_folder(cfg: Config, folder: Path) -> None:
 
 
 def inputs_of(cfg: Config, folder: Path, train_rows: list[dict], eval_sets: dict) -> dict:
-    """{input name: its digest and what it was}: "train", "benchmark/<name>" and "model"."""
+    """{input name: its digest and what it was}: "train", "benchmark/<name>", "model" and, for a run that
+    loads plugins, "plugins" (their source files' digests, `config.plugins.code_record`; `readouts`: whether
+    a plugin option decides how the run reads out, so its base read-out computed from the plugins too)."""
     def where(files) -> dict:
         """The files and, for each the study has a canonical version of, whether it is that version
         (`data.canonical`; a data set of one's own has none)."""
@@ -98,7 +115,18 @@ def inputs_of(cfg: Config, folder: Path, train_rows: list[dict], eval_sets: dict
         inputs[f"benchmark/{name}"] = {"sha256": rows_digest(rows), "rows": len(rows),
                                        **where(data.benchmark_files(name, cfg.data))}
     inputs["model"] = {**model_digest(folder), "source": cfg.model.path or cfg.model.hub_id, "folder": str(folder)}
+    code = code_record(cfg.plugins)
+    if code is not None:
+        used = {key: option.name for key, option in chosen_plugins(cfg).items()}
+        inputs["plugins"] = {**code, "options": used, "readouts": _plugin_readouts(cfg)}
     return inputs
+
+
+def _plugin_readouts(cfg: Config) -> bool:
+    """Whether a plugin's option takes part in the read-outs (the read-out, its schedule, the engine, the
+    task of a benchmark read out)."""
+    return any(key in ("eval.name", "eval.schedule", "model.engine") or key.startswith("eval.benchmarks.")
+               for key in chosen_plugins(cfg))
 
 
 def data_canonical(inputs: dict) -> bool | None:
@@ -120,12 +148,14 @@ def context_problems(cfg: Config, folder: Path, train_rows: list[dict], eval_set
     context = _context_length(folder)
     if context is None:
         return
-    parts = [("training row", train_rows, [data.training_file(cfg.data)])] if train_rows else []
-    parts += [(f"{name} item", rows, data.benchmark_files(name, cfg.data)) for name, rows in eval_sets.items()]
+    task = data.task_of(cfg.data.name)
+    parts = [("training row", train_rows, [data.training_file(cfg.data)], task)] if train_rows else []
+    parts += [(f"{name} item", rows, data.benchmark_files(name, cfg.data), data.benchmark_task(name))
+              for name, rows in eval_sets.items()]
     tokenizer = None
-    for what, rows, files in parts:
+    for what, rows, files, task in parts:
         for row in rows:
-            size = len(data.render_prompt(row["problem"]).encode())
+            size = len(task.render(row["problem"]).encode())
             if size <= context:
                 continue
             if size > context * MAX_TOKEN_BYTES:
@@ -134,7 +164,7 @@ def context_problems(cfg: Config, folder: Path, train_rows: list[dict], eval_set
                 from transformers import AutoTokenizer
 
                 tokenizer = AutoTokenizer.from_pretrained(folder)
-            length = len(data.encode_prompts(tokenizer, [row["problem"]])[0])
+            length = len(data.encode_prompts(tokenizer, [row["problem"]], task.prompt)[0])
             if length > context:
                 raise data.DataError(_too_long(what, row, files, f"{length:,} tokens", context))
 

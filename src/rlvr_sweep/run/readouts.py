@@ -8,8 +8,12 @@ batch sizes and the forks' adjacency rule are not lengths and stay as given.
 
 from __future__ import annotations
 
+import dataclasses
+
 from rlvr_sweep.config import Config, scaled_length
+from rlvr_sweep.data import benchmark_task
 from rlvr_sweep.evaluation import READOUTS, ReadoutSettings
+from rlvr_sweep.reward import answering
 
 
 def readout_settings(cfg: Config) -> ReadoutSettings:
@@ -28,6 +32,14 @@ def readout_settings(cfg: Config) -> ReadoutSettings:
 
 
 def read_out(cfg: Config, policy, rows: list[dict], *, benchmark: str, phase: str, grade, on_batch=None) -> list[dict]:
-    """`grades` rows of one benchmark under the read-out `cfg.eval.name` names."""
-    return READOUTS[cfg.eval.name].fn(policy, rows, benchmark=benchmark, phase=phase, settings=readout_settings(cfg),
+    """`grades` rows of one benchmark under the read-out `cfg.eval.name` names, asked and graded as the
+    benchmark's task says (a task of one's own: its prompt, extraction and grader; MATH: `grade`)."""
+    task = benchmark_task(benchmark)
+    settings = readout_settings(cfg)
+    if not task.built_in:
+        answers = answering(task, cfg.grader.name)
+        settings = dataclasses.replace(settings, prompt=task.prompt, extract=answers.extract,
+                                       extract_strict=answers.extract_reward)
+        grade = answers.grade
+    return READOUTS[cfg.eval.name].fn(policy, rows, benchmark=benchmark, phase=phase, settings=settings,
                                       grade=grade, on_batch=on_batch)

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from rlvr_sweep import data, store
 from rlvr_sweep.config import Config, scaled_length
 from rlvr_sweep.credit import ESTIMATORS, cf_step_fields
-from rlvr_sweep.reward import REWARDS, first_box_token
+from rlvr_sweep.reward import REWARDS, answering, first_box_token
 from rlvr_sweep.rollout import ENGINES, SAMPLERS, ModelPolicy
 from rlvr_sweep.run.progress import Progress
-from rlvr_sweep.update import Update, UpdateSettings, ledger_rows, score_group, update_step
+from rlvr_sweep.update import Update, UpdateSettings, batch_credit, ledger_rows, score_group, update_step
 
 log = logging.getLogger(__name__)
 # one line per step, for the run's own logs/run.log only (the console gets the progress bar)
@@ -99,19 +99,34 @@ def train_loop(t: Trainer, state: TrainState) -> None:
 def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], generator, tail, grade, *,
                  write: Callable[[TrainState], None], save: Callable[[TrainState], None], loggers,
                  start_step: int = 0) -> Trainer:
-    """Bind every stage of the loop from `cfg`: sampler, reward, estimator, update, budgets, reporting."""
+    """Bind every stage of the loop from `cfg`: sampler, reward, estimator, update, budgets, reporting.
+    `grade`: the run's grader, which the training task's own grader (if it has one) replaces."""
     t, sc = cfg.train, cfg.sampler
     scale = cfg.profile.length_scale
     lengths = scaled_lengths(cfg)
+    task = data.task_of(cfg.data.name)
+    answers = answering(task, cfg.grader.name)
+    grade = task.grade or grade
     sampling = ModelPolicy(policy, temperature=sc.temperature, top_p=sc.top_p, generator=generator,
                            generate_fn=ENGINES[cfg.model.engine].fn)
     sampler, flat = SAMPLERS[sc.name].bind(sc, scale), SAMPLERS["flat"].bind(sc, scale)
-    reward, estimator = REWARDS[cfg.reward.name].bind(cfg.reward, scale), ESTIMATORS[cfg.estimator.name].bind(cfg.estimator)
+    reward = bound_reward(cfg, grade, answers.extract_reward)
+    chosen_estimator = ESTIMATORS[cfg.estimator.name]
+    estimator = chosen_estimator.bind(cfg.estimator)
+    per_group = None if chosen_estimator.kind == "batch" else estimator  # a batch estimator credits at the update
+    if per_group is not None and chosen_estimator.kind != "fork":
+        per_group = active_as_rewards(per_group, chosen_estimator.name)
     decode = lambda ids: policy.tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731  (EOS kept, as stored)
     settings = UpdateSettings(cfg.optimizer_step.name, t.loss_recipe, t.backward_micro_batch, t.unit_question_grad,
                               t.grad_clip, sc.fork_threshold, policy.pad_id, policy.device)
     budget = t.max_steps if t.active_steps else t.steps
     bar = Progress(budget, "train", "step", initial=start_step)
+
+    def credited(pending: list) -> list:
+        if per_group is not None:
+            return pending
+        scored = batch_credit([s for _, s in pending], estimator, chosen_estimator.name)
+        return [(prompt, s) for (prompt, _), s in zip(pending, scored)]
 
     def draw(prompt, warmup):
         group = flat(sampling, prompt, horizon=lengths["horizon"]).with_category("flat_warmup") if warmup \
@@ -138,14 +153,42 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
             save(state)
 
     return Trainer(
-        rows=rows, encode=lambda problem: data.encode_prompts(policy.tokenizer, [problem])[0], draw=draw,
+        rows=rows, encode=lambda problem: data.encode_prompts(policy.tokenizer, [problem], task.prompt)[0], draw=draw,
         in_warmup=lambda state: sc.name != "flat" and state.active_count < sc.bifurcate_after_active,
-        score=lambda group, gold: score_group(group, decode, gold, reward=lambda texts, g: reward(texts, g, grade=grade),
-                                              estimator=estimator),
-        update=lambda pending: update_step(policy.model, params, optimizer, pending, settings),
+        score=lambda group, gold: score_group(group, decode, gold, reward=reward, estimator=per_group),
+        update=lambda pending: update_step(policy.model, params, optimizer, credited(pending), settings),
         accumulate=t.accumulate_questions, more=more,
         after_update=(lambda done: tail.observe(done)) if tail else (lambda done: None),
         record=record, persist=persist, close=bar.close)
+
+
+def active_as_rewards(estimator: Callable, name: str) -> Callable:
+    """A leaf or tree estimator whose credit says a group is active exactly when its rewards differ, as the
+    ledger records it and `verify` checks it; one that says otherwise is refused, naming it."""
+    def checked(rewards, shape):
+        credit = estimator(rewards, shape)
+        differ = bool((rewards != rewards.flatten()[0]).any())
+        if bool(credit.active) != differ:
+            raise ValueError(f"estimator {name!r} called a group {'active' if credit.active else 'inactive'} whose "
+                             f"rewards {'differ' if differ else 'are all equal'} ({rewards.flatten().tolist()}): a leaf or "
+                             "tree credit is active exactly when its group's rewards differ")
+        return credit
+
+    return checked
+
+
+def bound_reward(cfg: Config, grade, extract) -> Callable:
+    """`reward(texts, gold, tokens) -> (rewards, correct)`: the run's reward with its settings, its grader and
+    what it declares it receives (each rollout's `tokens`, the task's answer `extract`ion)."""
+    option = REWARDS[cfg.reward.name]
+    fn = option.bind(cfg.reward, cfg.profile.length_scale)
+    wants_tokens, wants_extract = "tokens" in option.receives, "extract" in option.receives
+
+    def reward(texts, gold, tokens):
+        extra = {**({"tokens": tokens} if wants_tokens else {}), **({"extract": extract} if wants_extract else {})}
+        return fn(texts, gold, grade=grade, **extra)
+
+    return reward
 
 
 def report_step(step, row, scored, update, seconds, state, loggers, bar, optimizer) -> None:

@@ -7,6 +7,10 @@ Three things define a run, and its identity digests all three:
 - the **data** it reads: the rows of the training file it uses (after `data.limit`) and of each
   benchmark it reads out (after `eval.limit`), as canonical JSON (`rows_digest`), so a changed gold
   answer or problem is a changed input, while a row the run never reads is not;
+- the **code of its plugins**: the source of every module its `plugins` loaded from outside the package
+  (`config.plugins.code_record`), by module name and sha256, so an edited plugin is a new run (absent,
+  and so no part of the digest, for a run without plugins); the `plugins` setting enters as the modules
+  its entries are, not the paths they were named by (a moved plugin folder is the same run);
 - the **model** it starts from: every file of the model folder that loading can read (weights,
   config, generation config, tokenizer files: all regular files at the folder's top level except
   hidden files, `*.md`, `LICENSE*` and `NOTICE*`), each by its sha256 (`model_digest`); for a hub id,
@@ -31,6 +35,7 @@ from pathlib import Path
 
 from rlvr_sweep.config import Config, identity_dict
 from rlvr_sweep.io import file_sha256
+from rlvr_sweep.io.digest import rows_digest  # noqa: F401  (re-exported: a run's data inputs)
 
 RUN_HASH_CHARS, GROUP_HASH_CHARS = 8, 12
 NOT_MODEL_FILES = ("LICENSE", "NOTICE")  # name prefixes of files no loader reads (with hidden and *.md files)
@@ -57,15 +62,19 @@ def _digest(obj) -> str:
 
 
 def identify(cfg: Config, inputs: dict) -> Identity:
-    """The identity of `cfg` run on `inputs` ({name: {"sha256": ...}}: "train", "benchmark/<name>", "model")."""
+    """The identity of `cfg` run on `inputs` ({name: {"sha256": ...}}: "train", "benchmark/<name>", "model",
+    "plugins"; a plugin that takes part in the read-outs, `readouts`, is part of the base read-out's too)."""
     settings = identity_dict(cfg)
+    if "plugins" in inputs and inputs["plugins"].get("modules"):  # what was imported, not where from: a label
+        settings["plugins"] = list(inputs["plugins"]["modules"])
     content = {name: part["sha256"] for name, part in sorted(inputs.items())}
     unseeded = {k: v for k, v in settings.items() if k != "seed"}
     base_settings = {k: copy.deepcopy(settings[k]) for k in BASE_READOUT_SETTINGS}
     for bookkeeping in ("name", "hub_id", "path"):  # where the model came from; its digest is what it is
         base_settings["model"].pop(bookkeeping, None)
     base_settings["num_threads"] = settings["train"]["num_threads"]  # changes float reductions
-    base_inputs = {k: v for k, v in content.items() if k == "model" or k.startswith("benchmark/")}
+    base_inputs = {k: v for k, v in content.items() if k == "model" or k.startswith("benchmark/")
+                   or (k == "plugins" and inputs[k].get("readouts"))}
     return Identity(
         run=_digest({"settings": settings, "inputs": content})[:RUN_HASH_CHARS],
         group=_digest({"settings": unseeded, "inputs": content})[:GROUP_HASH_CHARS],
@@ -73,15 +82,6 @@ def identify(cfg: Config, inputs: dict) -> Identity:
         settings=_digest(settings)[:GROUP_HASH_CHARS],
         inputs=inputs,
     )
-
-
-def rows_digest(rows: list[dict]) -> str:
-    """sha256 of rows as canonical JSON lines (keys sorted): their content, in their order."""
-    h = hashlib.sha256()
-    for row in rows:
-        h.update(json.dumps(row, sort_keys=True, ensure_ascii=False, default=str).encode())
-        h.update(b"\n")
-    return h.hexdigest()
 
 
 def is_model_file(name: str) -> bool:

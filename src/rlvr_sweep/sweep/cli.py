@@ -20,8 +20,14 @@ import hydra
 from hydra.types import RunMode
 
 from rlvr_sweep.config import ConfigError, build_config, register_configs
+from rlvr_sweep.config.plugins import load_environment_plugins, plugin_frame
 
 register_configs()  # also in a SLURM job process, which resolves its output folder with ${pid:}
+try:  # RLVR_SWEEP_PLUGINS: their options are config options before Hydra composes (a job process too)
+    load_environment_plugins()
+    _PLUGIN_ERROR = None
+except ConfigError as _err:  # said in one line by `main`
+    _PLUGIN_ERROR = _err
 
 log = logging.getLogger(__name__)
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BUSY = 1, 2, 3
@@ -83,6 +89,15 @@ def _hydra_entry(raw) -> dict:
         (job_dir / BUSY).write_text(f"{err}\n")
         return {"status": "busy", "error": str(err)}
     except Exception as err:  # in a sweep, one failed run must not stop the others
+        frame = plugin_frame(err.__traceback__)
+        if frame is not None:  # the researcher's own code raised it: name it there, not as a bug of ours
+            said = f"plugin {frame.module} raised {type(err).__name__}: {err} in {frame}; the run is recorded as failed"
+            if single:
+                print(f"rlvr_sweep: {said}", file=sys.stderr, flush=True)
+                sys.exit(EXIT_FAILED)
+            log.error("%s; the sweep goes on", said)
+            (job_dir / JOB_ERROR).write_text(f"{said}\n\n{traceback.format_exc()}")
+            return {"status": "failed", "error": said}
         if single:
             if isinstance(err, user_errors):
                 _exit_with(err, EXIT_BAD_INPUT)
@@ -118,6 +133,9 @@ def main() -> None:
 
         run_command("rlvr-sweep status", lambda: status(sys.argv[2:]))
     register_configs()
+    if _PLUGIN_ERROR is not None:
+        print(f"rlvr_sweep: {_PLUGIN_ERROR}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_BAD_INPUT)
     sys.argv = normalize_argv(sys.argv)
     if any(a in MULTIRUN_FLAGS for a in sys.argv[1:2]) and not any(a.startswith("--") for a in sys.argv[2:]):
         _preflight(sys.argv[2:])

@@ -75,9 +75,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def _planned(overrides: list[str]):
     """A reader of the states of the jobs the sweep command would make (composed once)."""
+    from rlvr_sweep.config import ConfigError
+    from rlvr_sweep.config.plugins import load_environment_plugins
     from rlvr_sweep.sweep.cli import CONF_DIR, normalize_argv
     from rlvr_sweep.sweep.preflight import PreflightError, located_jobs
 
+    try:
+        load_environment_plugins()  # its options and arms, as a launch finds them
+    except ConfigError as err:
+        raise ValueError(str(err)) from None
     line = [a for a in normalize_argv(["status", *overrides])[1:] if a not in ("-m", "--multirun")]
     try:
         jobs = located_jobs(str(CONF_DIR), line)

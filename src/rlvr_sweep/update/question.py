@@ -9,11 +9,12 @@ this question's policy-gradient loss.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 
-from rlvr_sweep.credit import Credit, GroupShape, cf_pair_rows, fork_hinge_loss, token_advantages
+from rlvr_sweep.credit import Credit, GroupShape, cf_pair_rows, fork_hinge_loss, is_homogeneous, token_advantages
 from rlvr_sweep.rollout import RolloutGroup
 from rlvr_sweep.update.losses import pack_sequences, policy_loss, token_logprobs
 
@@ -42,14 +43,42 @@ class ScoredGroup:
 
 
 def score_group(group: RolloutGroup, decode, gold: str, *, reward, estimator) -> ScoredGroup:
-    """Rewards and credit of one drawn group: `reward(texts, gold) -> (rewards, correct)` and
-    `estimator(rewards (K, B), GroupShape) -> Credit`, both bound from the run's config."""
+    """Rewards and credit of one drawn group: `reward(texts, gold, tokens) -> (rewards, correct)` (`tokens`:
+    each leaf's completion token ids) and `estimator(rewards (K, B), GroupShape) -> Credit`, both bound from
+    the run's config; `estimator=None` leaves the credit to the update (a batch estimator: `batch_credit`)."""
     leaves = group.leaves()
     texts = [decode(leaf.tokens) for leaf in leaves]
-    rewards, correct = reward(texts, gold)
+    rewards, correct = reward(texts, gold, [list(leaf.tokens) for leaf in leaves])
     shape = (len(group.pairs), len(leaves) // len(group.pairs))
     r = torch.tensor(rewards).view(shape)
-    return ScoredGroup(group, texts, r, torch.tensor(correct).view(shape), estimator(r, GroupShape.of(group)))
+    credit = estimator(r, GroupShape.of(group)) if estimator is not None else _until_the_update(r)
+    return ScoredGroup(group, texts, r, torch.tensor(correct).view(shape), credit)
+
+
+def _until_the_update(rewards: torch.Tensor) -> Credit:
+    """A batch-credited group's credit before its update: none yet; active exactly when its rewards differ."""
+    zeros = torch.zeros_like(rewards, dtype=torch.float32)
+    return Credit(zeros, zeros.clone(), not is_homogeneous(rewards.flatten()))
+
+
+def batch_credit(scored: list[ScoredGroup], estimator, name: str) -> list[ScoredGroup]:
+    """Every group of one update credited together by a batch estimator (`credit.estimators`):
+    `estimator([rewards (K, B)], [GroupShape]) -> [advantages (K, B)]`, one advantage per leaf; each group
+    stays active exactly when its rewards differ. A result of the wrong number, shape or a non-finite value is
+    refused, naming the estimator."""
+    advantages = estimator([s.rewards for s in scored], [GroupShape.of(s.group) for s in scored])
+    if not isinstance(advantages, (list, tuple)) or len(advantages) != len(scored):
+        raise ValueError(f"batch estimator {name!r} returned {type(advantages).__name__} of "
+                         f"{len(advantages) if hasattr(advantages, '__len__') else '?'} items for {len(scored)} groups: "
+                         "it must return one (K, B) tensor of advantages per group")
+    out = []
+    for s, adv in zip(scored, advantages):
+        adv = torch.as_tensor(adv, dtype=torch.float32)
+        if adv.shape != s.rewards.shape or not torch.isfinite(adv).all():
+            raise ValueError(f"batch estimator {name!r} returned advantages of shape {tuple(adv.shape)} (finite: "
+                             f"{bool(torch.isfinite(adv).all())}) for a group of shape {tuple(s.rewards.shape)}")
+        out.append(dataclasses.replace(s, credit=Credit(adv.clone(), adv, not is_homogeneous(s.rewards.flatten()))))
+    return out
 
 
 def backward(model, prompt: list[int], scored: ScoredGroup, *, pad_id: int, recipe: str, micro_batch: int | None,

@@ -28,17 +28,30 @@ def _close(a, b) -> bool:
     return math.isclose(float(a), float(b), rel_tol=TOLERANCE, abs_tol=TOLERANCE)
 
 
-def replay_step(step_row: dict, pair_rows: pd.DataFrame) -> list[str]:
-    """Problems with one stored fork step (empty when the replay reproduces it)."""
-    from rlvr_sweep.credit import cf_credit  # torch: imported only by a sweep with fork steps to replay
+def replay_step(step_row: dict, pair_rows: pd.DataFrame, estimator=None) -> list[str]:
+    """Problems with one stored fork step (empty when the replay reproduces it). `estimator`: the run's own
+    (a plugin's, bound as the run bound it) called on the rewards and group shape it was given; None: the
+    built-in counterfactual credit of the stored variant."""
+    from rlvr_sweep.credit import GroupShape, cf_credit  # torch: imported only by a sweep with fork steps to replay
 
     where = f"{step_row['run_dir']} step {step_row['step']}"
     pairs = pair_rows.sort_values("k")
-    cf = cf_credit(pairs[["r0_raw", "r1_raw"]].to_numpy(copy=True), pairs["t_star"].astype(int).to_numpy(copy=True),
-                   pairs[["l0", "l1"]].astype(int).to_numpy(copy=True), variant=step_row["cf_variant"],
-                   hinge_weight=float(step_row["hinge_weight"]),
-                   forked=(pairs["category"] != "cf_no_fork").to_numpy(copy=True),
-                   pb_loser=step_row.get("cf_pb_loser") if isinstance(step_row.get("cf_pb_loser"), str) else "balanced")
+    if estimator is not None:
+        import torch
+
+        shape = GroupShape(torch.tensor(pairs["tau"].astype(int).to_numpy(copy=True)),
+                           torch.tensor(pairs[["pl0", "pl1"]].astype(int).to_numpy(copy=True)),
+                           torch.tensor(pairs[["l0", "l1"]].astype(int).to_numpy(copy=True)),
+                           torch.tensor((pairs["category"] != "cf_no_fork").to_numpy(copy=True)))
+        cf = estimator(torch.tensor(pairs[["r0", "r1"]].astype(float).to_numpy(copy=True), dtype=torch.float32), shape).cf
+        if cf is None:
+            return [f"{where}: the run's estimator gives this fork group no counterfactual credit on replay"]
+    else:
+        cf = cf_credit(pairs[["r0_raw", "r1_raw"]].to_numpy(copy=True), pairs["t_star"].astype(int).to_numpy(copy=True),
+                       pairs[["l0", "l1"]].astype(int).to_numpy(copy=True), variant=step_row["cf_variant"],
+                       hinge_weight=float(step_row["hinge_weight"]),
+                       forked=(pairs["category"] != "cf_no_fork").to_numpy(copy=True),
+                       pb_loser=step_row.get("cf_pb_loser") if isinstance(step_row.get("cf_pb_loser"), str) else "balanced")
     problems = []
     m = cf.metrics
     for key, stored in (("status", step_row["cf_status"]), ("b0_pass", step_row["b0_pass"])):
@@ -108,21 +121,43 @@ def fork_choice_problems(pairs: pd.DataFrame, runs: pd.DataFrame) -> tuple[int, 
     return checked, problems
 
 
-def replay_cf(steps: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame) -> dict:
-    """{"steps": fork steps replayed, "active": active groups among them, "problems": [...]} over a sweep's
-    collated tables (`steps` and `pairs` carry the run keys; `runs` maps them to run folders)."""
+def replay_cf(steps: pd.DataFrame, pairs: pd.DataFrame, runs: pd.DataFrame, plugin_estimator=None) -> dict:
+    """{"steps": fork steps replayed, "active": active groups among them, "problems": [...], "unchecked":
+    [...]} over a sweep's collated tables (`steps` and `pairs` carry the run keys; `runs` maps them to run
+    folders). A run whose estimator a plugin registered is replayed with that estimator when
+    `plugin_estimator(run_dir) -> (estimator, None) | (None, why)` gives it (`verify --plugins`), else its
+    fork steps are listed as not replayed: the built-in rule is not its rule."""
     keys = ["arm", "horizon", "seed", "run_hash"]
     if not len(steps) or "cf_status" not in steps.columns or "t_star" not in pairs.columns:
-        return {"steps": 0, "active": 0, "forks": 0, "problems": []}
+        return {"steps": 0, "active": 0, "forks": 0, "problems": [], "unchecked": []}
+    from rlvr_sweep.credit import ESTIMATORS
+
+    built_in = {o.name for o in ESTIMATORS.options() if o.built_in}
+    estimator_of = {r["run_dir"]: (r["config"] or {}).get("estimator.name") if isinstance(r.get("config"), dict) else None
+                    for _, r in runs.iterrows()} if "config" in runs.columns else {}
     fork_steps = steps[steps["cf_status"].notna()].merge(runs[[*keys, "run_dir"]], on=keys, how="left")
     grouped = dict(iter(pairs[pairs["t_star"].notna()].groupby([*keys, "step"]))) if len(pairs) else {}
-    problems, active = [], 0
+    problems, active, replayed, skipped, own = [], 0, 0, {}, {}
     for _, row in fork_steps.iterrows():
+        name = estimator_of.get(row["run_dir"])
+        estimator = None
+        if name is not None and name not in built_in:
+            if row["run_dir"] not in own:
+                own[row["run_dir"]] = plugin_estimator(row["run_dir"]) if plugin_estimator else \
+                    (None, "the run's plugin code is not imported (rerun with --plugins)")
+            estimator, why = own[row["run_dir"]]
+            if estimator is None:
+                skipped.setdefault((row["run_dir"], name, why), 0)
+                skipped[(row["run_dir"], name, why)] += 1
+                continue
         found = grouped.get(tuple(row[k] for k in [*keys, "step"]))
         if found is None:
             problems.append(f"{row['run_dir']} step {row['step']}: no fork pairs in the pair ledger")
             continue
-        problems += replay_step(row.to_dict(), found)
+        problems += replay_step(row.to_dict(), found, estimator)
         active += bool(row["cf_active"])
+        replayed += 1
     forks, more = fork_choice_problems(pairs, runs)
-    return {"steps": len(fork_steps), "active": active, "forks": forks, "problems": problems + more}
+    unchecked = [f"{run_dir}: {n} fork groups credited by plugin estimator {name!r} were not replayed, {why}"
+                 for (run_dir, name, why), n in skipped.items()]
+    return {"steps": replayed, "active": active, "forks": forks, "problems": problems + more, "unchecked": unchecked}

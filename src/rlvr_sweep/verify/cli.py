@@ -12,7 +12,11 @@
     One line per pass with its counts (`rlvr_sweep.verify.passes`). Exit 0: every pass ok; 1: a
     problem (listed under its pass), including a finished run that cannot enter the tables and a
     check that checked nothing it should have; 2: bad input (no finished run under SWEEP_ROOT, no
-    --tables folder).
+    --tables folder); 3: no problem, but incomplete: a run's plugin decided something (its reward, its
+    task's answers and grader) that was not re-derived because its code was not imported. `--plugins`
+    imports exactly the modules each run's run.json names, only when their sha256 are the recorded ones,
+    and re-derives those parts with them (`rlvr_sweep.verify.plugin_runs`); without it, no code from a
+    results folder ever runs.
 
 `python -m rlvr_sweep.verify regrade OUTPUT_DIR [--all]`
     Every run folder under OUTPUT_DIR (one with a `run.json`; finished runs only, i.e. with the
@@ -70,7 +74,7 @@ from rlvr_sweep.verify.compare import (
 from rlvr_sweep.verify.passes import run_all
 from rlvr_sweep.verify.regrade import FROM_RUN, _fmt_pct, _total, format_run, regrade_run
 
-EXIT_OK, EXIT_DISAGREE, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_DISAGREE, EXIT_BAD_INPUT, EXIT_INCOMPLETE = 0, 1, 2, 3
 
 
 def _print(lines) -> None:
@@ -90,12 +94,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="PASS 4: items per fork read-out and probe re-run through the model (default 3)")
     p.add_argument("--device", default="cpu", help="PASS 4: where the checkpoints are loaded (default cpu)")
     p.add_argument("--json", default=None, metavar="FILE",
-                   help="also write the verdict as JSON: {root, passes: [{name, ok, summary, problems, seconds}]}")
+                   help="also write the verdict as JSON: {root, passes: [{name, ok, verdict, summary, problems, "
+                        "unchecked, seconds}]}")
+    p.add_argument("--plugins", action="store_true",
+                   help="import the plugins each run's run.json names (only when their code's sha256 is the recorded "
+                        "one) to re-derive what they decided; without it such parts are reported, not checked")
     p = sub.add_parser("regrade", help="recompute stored grades and rewards; exit 1 on disagreement")
     p.add_argument("output_dir", help="one run folder or a sweep root")
     p.add_argument("--all", action="store_true", help="include unfinished runs (no DONE marker)")
     p.add_argument("--grader", default=FROM_RUN, choices=[FROM_RUN, *graders.GRADERS],
                    help="grader to regrade with (default: each run's configured grader.name)")
+    p.add_argument("--plugins", action="store_true",
+                   help="import each run's recorded plugins to re-derive what they decided (see `all --plugins`)")
     p = sub.add_parser("compare", help="baseline vs math_verify on the benchmarks' gold answers")
     p.add_argument("--data-root", default=None,
                    help="folder of the JSONL files (default: $RLVR_SWEEP_DATA, else data)")
@@ -116,15 +126,17 @@ def _run_regrade(args) -> int:
     root = Path(args.output_dir)
     results = []
     for run_dir in find_runs(root, finished_only=not args.all):
-        results.append(regrade_run(run_dir, _label(run_dir, root), args.grader))
+        results.append(regrade_run(run_dir, _label(run_dir, root), args.grader, plugins=args.plugins))
         _print(format_run(results[-1]))
     total = _total(root, results)
     n = len(total["disagreements"])
+    left = sum(len(r.get("unchecked", ())) for r in results)
     print(f"== total: {len(results)} run(s), {total['checked']} checked, {total['agree']} agree "
-          f"({_fmt_pct(total['agreement_pct'])}), {n} disagreement(s)")
+          f"({_fmt_pct(total['agreement_pct'])}), {n} disagreement(s)"
+          + (f", {left} part(s) not re-derived (plugin code: --plugins)" if left else ""))
     if not total["checked"]:
         print("   note: nothing was checked (see the notes above)")
-    return EXIT_DISAGREE if n else EXIT_OK
+    return EXIT_DISAGREE if n else EXIT_INCOMPLETE if left else EXIT_OK
 
 
 def _run_all(args) -> int:
@@ -133,16 +145,20 @@ def _run_all(args) -> int:
                        f"`python -m rlvr_sweep.analysis tables {args.output_dir} --out DIR` first)")
     started = time.perf_counter()
     results = run_all(args.output_dir, args.tables, echo=lambda r: _print(r.lines()), margin_items=args.margin_items,
-                      device=args.device)
+                      device=args.device, plugins=args.plugins)
     seconds = time.perf_counter() - started
     failed = [r.name for r in results if not r.ok]
+    incomplete = [r.name for r in results if r.ok and not r.complete]
     if args.json:
         atomic_write_json(Path(args.json), {"root": str(args.output_dir), "passes": [
-            {"name": r.name, "ok": r.ok, "summary": r.summary, "problems": r.problems, "seconds": round(r.seconds, 2)}
-            for r in results]})
-    print(f"== verify all: {len(results) - len(failed)}/{len(results)} passes ok "
-          f"({seconds:.1f}s; PASS 2 ran beside PASS 1)" + (f"; failed: {', '.join(failed)}" if failed else ""))
-    return EXIT_DISAGREE if failed else EXIT_OK
+            {"name": r.name, "ok": r.ok, "verdict": r.verdict, "summary": r.summary, "problems": r.problems,
+             "unchecked": r.unchecked, "seconds": round(r.seconds, 2)} for r in results]})
+    done = len(results) - len(failed) - len(incomplete)
+    print(f"== verify all: {done}/{len(results)} passes ok "
+          f"({seconds:.1f}s; PASS 2 ran beside PASS 1)" + (f"; failed: {', '.join(failed)}" if failed else "")
+          + (f"; incomplete: {', '.join(incomplete)} (plugin code not imported: --plugins re-derives it)"
+             if incomplete else ""))
+    return EXIT_DISAGREE if failed else EXIT_INCOMPLETE if incomplete else EXIT_OK
 
 
 def main(argv=None) -> int:

@@ -50,20 +50,21 @@ REGRADE_SHARE = 0.6  # of PASS 1's runs regraded here; a child regrades the rest
 SPLIT_PASS1_FROM = 128
 
 
-def pass1(root, jobs: int | None = None) -> PassResult:
+def pass1(root, jobs: int | None = None, plugins: bool = False) -> PassResult:
     """With `jobs` > 1 (by default from `SPLIT_PASS1_FROM` runs, on more than one core), this process
     regrades the first `REGRADE_SHARE` of the runs and a forked child (`analysis.forked`) regrades the
     others and checks every folder's integrity (every file hashed, the weights included: about a third
-    of a regrade's time); `jobs=1`: all here. Problems in run order."""
+    of a regrade's time); `jobs=1`: all here. Problems in run order. `plugins`: import each run's plugins to
+    re-derive what they decided (`plugin_runs`); without it, those parts are the pass's `unchecked`."""
     root = Path(root)
     runs = find_runs(root, finished_only=True)
     grades = rollouts = intact = 0
-    problems, cache = [], {}
+    problems, cache, unchecked = [], {}, []
     jobs = (default_jobs() if len(runs) >= SPLIT_PASS1_FROM else 1) if jobs is None else jobs
     split = max(1, round(len(runs) * REGRADE_SHARE)) if jobs > 1 else len(runs)
 
     def part(name: str):
-        regraded = [regrade_run(run_dir, _label(run_dir, root), cache=cache)
+        regraded = [regrade_run(run_dir, _label(run_dir, root), cache=cache, plugins=plugins)
                     for run_dir in (runs[:split] if name == "here" else runs[split:])]
         return regraded if name == "here" else (regraded, [run_problems(run_dir) for run_dir in runs])
 
@@ -74,10 +75,11 @@ def pass1(root, jobs: int | None = None) -> PassResult:
         rollouts += r["tables"]["rollouts"]["checked"]
         problems += [format_disagreement(d) for d in r["disagreements"]]
         problems += [f"{r['run']}: {n}" for n in r["notes"] if "not checked" in n]  # a finished run must be checkable
+        unchecked += [f"{r['run']}: {u}" for u in r.get("unchecked", ())]
         intact += not damaged
         problems += damaged
     return PassResult("PASS 1", f"{len(runs)} finished runs; {grades} grades and {rollouts} rollout rewards regraded; "
-                                f"{intact}/{len(runs)} run folders intact", problems)
+                                f"{intact}/{len(runs)} run folders intact", problems, unchecked=unchecked)
 
 
 def pass2() -> PassResult:
@@ -157,12 +159,17 @@ def pass3(root, tables_dir=None, load=None, jobs: int | None = None) -> PassResu
     return PassResult("PASS 3", summary, problems)
 
 
-def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu", load=None) -> PassResult:
+def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu", load=None,
+          plugins: bool = False) -> PassResult:
+    """`plugins`: a run whose fork credit a plugin estimator gave is replayed with that estimator, imported as
+    `plugin_runs` imports a run's plugins; without it, its fork steps are the pass's `unchecked`."""
     try:
         sweep = (load or (lambda: load_checked_sweep(root, tables_dir)))()
     except CollectError as err:
         return PassResult("PASS 4", "the sweep cannot be collected", [str(err)])
-    cf = replay_cf(sweep.steps, sweep.pairs, sweep.runs)
+    from rlvr_sweep.verify.plugin_runs import run_estimator
+
+    cf = replay_cf(sweep.steps, sweep.pairs, sweep.runs, run_estimator if plugins else None)
     parts, problems = [], list(cf["problems"])
     credited, more = attribution_problems(sweep)
     if credited:
@@ -181,13 +188,14 @@ def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu", loa
         summary, more = run_pass4(sweep, tables_dir, margin_items, device)
         parts.append(summary)
         problems += more
-    if not parts:
+    if not parts and not cf["unchecked"]:
         return PassResult("PASS 4", "no read-out of a checkpoint, no sampled or fork read-out, no probe folder and "
                                     "no counterfactual arm: nothing to check")
-    return PassResult("PASS 4", "; ".join(parts), problems)
+    return PassResult("PASS 4", "; ".join(parts) or "nothing re-derived", problems, unchecked=cf["unchecked"])
 
 
-def run_all(root, tables_dir=None, echo=None, margin_items: int = 3, device: str = "cpu") -> list[PassResult]:
+def run_all(root, tables_dir=None, echo=None, margin_items: int = 3, device: str = "cpu",
+            plugins: bool = False) -> list[PassResult]:
     """PASS 1, 2, 3, 4 in order (each timed); `echo(result)` is called as each one ends, in that order.
     PASS 2 runs beside PASS 1, in its own process (`Pass2Beside`); when it is still running as PASS 1
     ends, PASS 3 runs meanwhile and both are echoed, PASS 2 first, once PASS 2 has answered. The sweep
@@ -209,13 +217,13 @@ def run_all(root, tables_dir=None, echo=None, margin_items: int = 3, device: str
                 echo(result)
 
     try:
-        ended(timed(lambda: pass1(root)))
+        ended(timed(lambda: pass1(root, plugins=plugins)))
         if beside.done():
             ended(beside.result(), timed(lambda: pass3(root, tables_dir, load)))  # PASS 2: its own seconds
         else:  # torch's imports still running on the other core: PASS 3 meanwhile
             third = timed(lambda: pass3(root, tables_dir, load))
             ended(beside.result(), third)
-        ended(timed(lambda: pass4(root, tables_dir, margin_items, device, load)))
+        ended(timed(lambda: pass4(root, tables_dir, margin_items, device, load, plugins)))
     finally:
         beside.close()
     return results

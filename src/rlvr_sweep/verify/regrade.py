@@ -13,6 +13,7 @@ import pandas as pd
 import yaml
 
 from rlvr_sweep.reward import graders, grading, sandbox
+from rlvr_sweep.verify import plugin_runs
 from rlvr_sweep.store import RUN_JSON, is_finished
 from rlvr_sweep.verify.compare import (
     GRADES_KEY, BadInput, _fmt_key, _label, _read_run_json, _read_table, _short, _value, find_runs,
@@ -48,15 +49,24 @@ def _gate(info: dict, run_dir: Path) -> tuple[bool, int | None]:
 
 
 # ---------------------------------------------------------------- regrade
-def run_grader(run_dir) -> tuple[str, str | None]:
-    """(grader name, note) from the run's config.yaml `grader.name`; `baseline` when absent."""
+def run_config(run_dir) -> dict | None:
+    """The run's config.yaml as a dict (None when absent; BadInput when unreadable)."""
     path = Path(run_dir) / CONFIG_YAML
     if not path.is_file():
-        return graders.DEFAULT_GRADER, f"no {CONFIG_YAML}: assumed the {graders.DEFAULT_GRADER} grader"
+        return None
     try:  # the stored config is plain YAML (resolved when the run wrote it): no OmegaConf needed to read it
         cfg = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         raise BadInput(f"cannot read {path}: {type(err).__name__}: {err}") from None
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def run_grader(run_dir) -> tuple[str, str | None]:
+    """(grader name, note) from the run's config.yaml `grader.name`; `baseline` when absent."""
+    path = Path(run_dir) / CONFIG_YAML
+    cfg = run_config(run_dir)
+    if cfg is None:
+        return graders.DEFAULT_GRADER, f"no {CONFIG_YAML}: assumed the {graders.DEFAULT_GRADER} grader"
     grader = cfg.get("grader") if isinstance(cfg, dict) else None
     name = grader.get("name") if isinstance(grader, dict) else None
     if name is None:
@@ -199,11 +209,14 @@ def _pct(part: int, whole: int) -> float | None:
     return 100.0 * part / whole if whole else None
 
 
-def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache: dict | None = None) -> dict:
+def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache: dict | None = None,
+                plugins: bool = False) -> dict:
     """Regrade one run folder's grades.parquet and rollouts.parquet (see module docstring).
 
     `grader`: "run" (the run's configured grader) or a name in `graders.GRADERS`. `cache`: a dict to
-    remember grade outcomes per (grader, pred, gold) in, across runs (None: grade every item afresh)."""
+    remember grade outcomes per (grader, pred, gold) in, across runs (None: grade every item afresh).
+    `plugins`: import the run's plugins to re-derive what they decided (`plugin_runs`); without it those
+    parts are listed under `unchecked`."""
     run_dir = Path(run_dir)
     label = label or str(run_dir)
     info = _read_run_json(run_dir)
@@ -216,19 +229,31 @@ def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache
         grade = _memoised(grade, cache.setdefault(grader, {}))
     reward = _reward_fn(grader, grade if cache is not None else None)
     grades = _read_table(run_dir, "grades", GRADES_COLUMNS, read=GRADES_KEY)  # the columns read below
-    rollouts = _read_table(run_dir, "rollouts", ROLLOUTS_COLUMNS, read=("gold", *ROLLOUTS_KEY))
+    plug = plugin_runs.parts_of(info)
+    rollouts = _read_table(run_dir, "rollouts", ROLLOUTS_COLUMNS,
+                           read=("gold", *ROLLOUTS_KEY, *(("tokens",) if plug.reward else ())))
     before = grading.stats()
-    tables, notes, disagreements = {}, [], []
+    tables, notes, disagreements, unchecked = {}, [], [], []
+    rules, why = None, None
+    if plug:
+        rules, why = plugin_runs.load(info, run_config(run_dir) or {}, grader) if plugins else \
+            (None, f"the run's plugin code is not imported (rerun with {plugin_runs.OPT_IN} to import the modules "
+                   "its run.json names, checked against their recorded sha256)")
 
     def collect(table: str, found: list[dict]) -> None:
         disagreements.extend({"run": label, "run_dir": str(run_dir), "table": table, **d}
                              for d in found)
 
+    own_grades = None  # the grades of benchmarks a plugin task reads out: checked with its rules, or not at all
+    if grades is not None and plug.benchmarks and "benchmark" in grades.columns:
+        mine = grades["benchmark"].isin(list(plug.benchmarks))
+        grades, own_grades = grades[~mine], grades[mine]
+    task_rollouts = plug.task is not None
     extractions = preds = None
     if cache is not None:  # extract once, grade what is new concurrently, then check against the memo
         extractions = ([grading.extract_answer(_value(v)) for v in grades["response"].tolist()]
                        if grades is not None else [])
-        has_text = rollouts is not None and {"text", "gold"} <= set(rollouts.columns)
+        has_text = rollouts is not None and {"text", "gold"} <= set(rollouts.columns) and not task_rollouts
         preds = ([grading.extract_answer(t, fallback=None) if isinstance(t, str) else None
                   for t in map(_value, rollouts["text"].tolist())] if has_text else None)
         pairs = list(zip(extractions, map(_value, grades["gold"].tolist()))) if grades is not None else []
@@ -239,6 +264,17 @@ def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache
         tables["grades"] = _table_result(0, 0, "no grades.parquet")
     else:
         checked, agree, found = _check_grades(grades, grade, extractions)
+        if own_grades is not None and len(own_grades):
+            for bench, part in own_grades.groupby("benchmark", sort=True):
+                if rules is None:
+                    unchecked.append(f"{len(part)} grades of benchmark {bench!r} come from plugin task "
+                                     f"{plug.benchmarks[bench]!r} (its answer extraction and grader): not re-derived, "
+                                     f"{why}")
+                    continue
+                answers = rules.benchmarks[bench]
+                n, ok, more = _check_grades(part, answers.grade, [answers.extract(_value(v) or "")
+                                                                  for v in part["response"].tolist()])
+                checked, agree, found = checked + n, agree + ok, found + more
         tables["grades"] = _table_result(checked, agree)
         collect("grades", found)
     if rollouts is None:
@@ -247,14 +283,30 @@ def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache
         tables["rollouts"] = _table_result(
             0, 0, f"not checked: rollouts.parquet has no 'gold' column ({len(rollouts)} rows); "
                   "rollouts cannot be regraded without it")
+    elif task_rollouts and rules is None:
+        unchecked.append(f"{len(rollouts)} rollouts of plugin task {plug.task!r}: their correctness and rewards "
+                         f"come from its answer extraction and grader and were not re-derived, {why}")
+        tables["rollouts"] = _table_result(0, 0, "plugin task: not re-derived")
     else:
-        checked, agree, no_gold, found = _check_rollouts(rollouts, gate_known, gate, reward, grade, preds)
+        rollout_grade = grade
+        if task_rollouts:
+            rollout_grade = rules.train.grade
+            preds = [rules.train.extract_reward(t) if isinstance(t, str) else None
+                     for t in map(_value, rollouts["text"].tolist())]
+        own_reward = plug.reward is not None
+        checked, agree, no_gold, found = _check_rollouts(rollouts, gate_known and not own_reward, gate, reward,
+                                                         rollout_grade, preds)
         parts = []
         if no_gold:
             parts.append(f"{no_gold} row(s) without a gold not checked")
         if not gate_known:
             parts.append(f"{RUN_JSON} has no gate_chars (unfinished run?): reward not checked, "
                          "only correct")
+        if own_reward and rules is None:
+            unchecked.append(f"{len(rollouts)} rollout rewards come from plugin reward {plug.reward!r} and were not "
+                             f"re-derived (their correctness was), {why}")
+        elif own_reward:
+            found += plugin_reward_problems(rollouts, rules.reward)
         tables["rollouts"] = _table_result(checked, agree, "; ".join(parts) or None)
         collect("rollouts", found)
     notes = [f"{name}: {t['note']}" for name, t in tables.items() if t["note"]]
@@ -269,7 +321,31 @@ def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache
     return {"run": label, "run_dir": str(run_dir), "finished": is_finished(run_dir),
             "grader": grader, "gate_chars": gate if gate_known else "unknown", "tables": tables,
             "checked": checked, "agree": agree, "agreement_pct": _pct(agree, checked),
-            "disagreements": disagreements, "notes": notes, "grader_events": grader_events}
+            "disagreements": disagreements, "notes": notes, "grader_events": grader_events,
+            "unchecked": unchecked}
+
+
+def plugin_reward_problems(rollouts: pd.DataFrame, reward) -> list[dict]:
+    """The stored reward of every rollout against the run's own (plugin) reward, recomputed group by group
+    (a step's rollouts, in index order: a reward may depend on its group) from the stored texts and tokens."""
+    found = []
+    frame = rollouts.sort_values(["step", "index"], kind="stable")
+    for step, group in frame.groupby("step", sort=True):
+        texts = [_value(t) for t in group["text"].tolist()]
+        golds = {_value(g) for g in group["gold"].tolist()}
+        if len(golds) != 1 or not all(isinstance(t, str) for t in texts):
+            found.append({"key": {"step": _value(step)}, "diffs": {"reward": {
+                "stored": "a group", "recomputed": "not recomputable (texts or one gold missing)"}}})
+            continue
+        tokens = [list(map(int, t)) if t is not None else [] for t in group["tokens"].tolist()] \
+            if "tokens" in group.columns else None
+        rewards, _ = reward(texts, golds.pop(), tokens)
+        for (_, row), value in zip(group.iterrows(), rewards):
+            stored = _as_float(_value(row["reward"]))
+            if stored is None or abs(stored - float(value)) > 1e-6 * max(1.0, abs(float(value))):
+                found.append({"key": {c: _value(row[c]) for c in ROLLOUTS_KEY if c in row.index},
+                              "diffs": {"reward": {"stored": stored, "recomputed": float(value)}}})
+    return found
 
 
 def _total(path, results: list[dict]) -> dict:

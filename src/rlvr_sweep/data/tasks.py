@@ -1,0 +1,181 @@
+"""Tasks: what a verifiable task is besides its rows, and the benchmarks that read each task out.
+
+A `Task` says how a problem is asked (its prompt template, `{problem}` filled in, no chat template), how
+an answer is read from a response (`extract`, for read-outs; `extract_reward`, for the training reward)
+and graded (`grade(pred, gold)`), and what a gold answer must be (`gold`: a description and a check, applied
+to every row it reads). MATH is the built-in task: the baseline's prompt (`prompts.PROMPT_TEMPLATE`), the
+last `\\boxed{...}` (read-outs fall back to the last number; the reward does not) and the run's grader
+(`grader.name`); the toy arithmetic task and any JSONL data of one's own (`data.train_file`) are asked and
+graded as MATH. Its extraction and graders live in the reward stage, which fills a task's unset rules
+with them (`reward.answering`).
+
+A task of one's own is one registration, in a plugin (docs/extending.md):
+
+    @TASKS.register("countdown", prompt=PROMPT, extract=expression, grade=reaches_target,
+                    gold=("'<target>: <numbers>'", is_target_line), benchmarks={"countdown_heldout": heldout},
+                    params={"size": param(2000, at_least(1)), "seed": param(0, at_least(0))})
+    def countdown(*, size, seed) -> list[dict]: ...   # the training rows, in training order
+
+It is the data option `data=countdown` (`data.name`; parameters as `data.params.size=500`) and every
+benchmark it names is an `eval.benchmarks` name. A rows function (the task's, or a benchmark's) takes any of
+the task's parameters and `root` (the data folder, `data.root`, for rows read from files) by keyword;
+it returns dicts with string `id`, `problem` and `answer`, checked here (`checked_rows`) before any run uses
+them. `checksums` ({"train" or a benchmark: sha256 of its rows at the default parameters}) lets
+`python -m rlvr_sweep.data check --task NAME` say whether a machine makes the same rows.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlvr_sweep.config import DataConfig
+from rlvr_sweep.config.options import Option, Registry
+from rlvr_sweep.data.jsonl import DataError
+from rlvr_sweep.data.prompts import PROMPT_TEMPLATE, render_prompt
+
+ROW_FIELDS = ("id", "problem", "answer")
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    prompt: str = PROMPT_TEMPLATE  # "{problem}" is replaced by the row's problem
+    extract: Callable[[str], str] | None = None  # response -> answer ("" when none); None: MATH's (reward stage)
+    extract_reward: Callable[[str], str] | None = None  # for the training reward; None: `extract` (MATH: strict)
+    grade: Callable[[str, str], bool] | None = None  # (pred, gold) -> correct; None: the run's grader.name
+    gold: tuple[str, Callable[[str], bool]] | None = None  # (what a gold answer must be, its check)
+    benchmarks: tuple[str, ...] = ()
+    checksums: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def built_in(self) -> bool:
+        return self.name == MATH.name
+
+    def render(self, problem: str) -> str:
+        return render_prompt(problem, self.prompt)
+
+
+MATH = Task("math")  # MATH, the toy task, and JSONL data of one's own
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A set of read-out items: its rows (in read-out order) and the files they are read from."""
+
+    name: str
+    rows: Callable[[DataConfig], list[dict]]
+    files: Callable[[DataConfig], list[Path]] = lambda cfg: []
+    task: str = MATH.name
+
+
+BENCHMARKS: dict[str, Benchmark] = {}  # name -> Benchmark: the built-in ones (`benchmarks`) and the tasks'
+
+
+class TaskRegistry(Registry):
+    """`data.name` options that are tasks of their own (`TASKS.register(name, prompt=..., ...)`)."""
+
+    def register(self, name: str, *, prompt: str = PROMPT_TEMPLATE, extract=None, extract_reward=None, grade=None,
+                 gold=None, benchmarks: dict | None = None, checksums: dict | None = None, **declared) -> Callable:
+        if "{problem}" not in prompt:
+            raise ValueError(f"task {name!r}: its prompt has no '{{problem}}' for the problem to go in")
+        if gold is not None and not (isinstance(gold, tuple) and len(gold) == 2 and callable(gold[1])):
+            raise ValueError(f"task {name!r}: gold is (what a gold answer must be, a check of one answer)")
+        benchmarks = dict(benchmarks or {})
+        task = Task(name, prompt, extract, extract_reward, grade, gold, tuple(benchmarks), dict(checksums or {}))
+
+        def decorate(fn: Callable) -> Callable:
+            taken = [b for b in benchmarks if b in BENCHMARKS and BENCHMARKS[b].task != name]
+            if taken:
+                raise ValueError(f"task {name!r}: benchmark name(s) {taken} are taken by another task")
+            self.add(Option(name, fn, doc=(fn.__doc__ or "").strip().split("\n")[0], task=task, **declared))
+            for bench, rows in benchmarks.items():
+                BENCHMARKS[bench] = Benchmark(bench, _task_rows(name, bench, rows), task=name)
+            return fn
+
+        return decorate
+
+
+TASKS = TaskRegistry("task", group="data")
+
+
+def task_of(data_name: str) -> Task:
+    """The task a `data.name` belongs to (MATH unless a task registered it)."""
+    return TASKS[data_name].task if data_name in TASKS else MATH
+
+
+def benchmark_task(name: str) -> Task:
+    """The task a benchmark's items are asked and graded as."""
+    bench = BENCHMARKS.get(name)
+    return MATH if bench is None or bench.task == MATH.name else TASKS[bench.task].task
+
+
+def task_rows(data: DataConfig) -> list[dict]:
+    """The training rows of a registered task, checked."""
+    option = TASKS[data.name]
+    return checked_rows(_call(option, option.fn, data), option.task, "training rows", option.fn)
+
+
+def _task_rows(task: str, bench: str, fn: Callable) -> Callable[[DataConfig], list[dict]]:
+    def rows(data: DataConfig) -> list[dict]:
+        option = TASKS[task]
+        own = data if data.name == task else DataConfig(name=task, root=data.root)  # another task's run: defaults
+        rows = checked_rows(_call(option, fn, own), option.task, f"benchmark {bench!r}", fn)
+        return [{**row, "source": bench} for row in rows]
+    return rows
+
+
+def _call(option: Option, fn: Callable, data: DataConfig):
+    """`fn` with the task's parameters (and `root`) it takes by keyword."""
+    available = {**option.settings(data), "root": Path(data.root)}
+    try:
+        accepted = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        accepted = {}
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in accepted.values())
+    return fn(**{k: v for k, v in available.items() if takes_any or k in accepted})
+
+
+def checked_rows(rows, task: Task, what: str, fn: Callable) -> list[dict]:
+    """`rows` as a list of dicts with string id, problem and answer (the `gold` rule applied), else a
+    DataError naming the task, the set, the row and what is wrong. Ids must be distinct."""
+    where = f"task {task.name!r} {what} ({getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)})"
+    if not isinstance(rows, (list, tuple)) or not rows:
+        raise DataError(f"{where}: returned {type(rows).__name__ if rows is not None else 'None'}, "
+                        "not a non-empty list of rows")
+    out, seen = [], {}
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise DataError(f"{where}: row {index} is a {type(row).__name__}, not a dict")
+        for key in ROW_FIELDS:
+            if not isinstance(row.get(key), str) or not row[key]:
+                raise DataError(f"{where}: row {index}: field {key!r} missing or not a non-empty string")
+        if task.gold is not None and not _holds(task.gold[1], row["answer"]):
+            raise DataError(f"{where}: row {index} ({row['id']!r}): answer {row['answer'][:60]!r} is not "
+                            f"{task.gold[0]}")
+        if row["id"] in seen:
+            raise DataError(f"{where}: rows {seen[row['id']]} and {index} share the id {row['id']!r}")
+        seen[row["id"]] = index
+        out.append(dict(row))
+    return out
+
+
+def _holds(check: Callable[[str], bool], answer: str) -> bool:
+    try:
+        return bool(check(answer))
+    except Exception:  # noqa: BLE001  (a gold check that raises says no)
+        return False
+
+
+def task_checksums(name: str, root: str) -> list[tuple[str, int, str, str | None]]:
+    """(set, rows, sha256 of its rows, the task's declared sha256 or None) of a task's training rows and each
+    of its benchmarks, at the task's default parameters (`data check --task`; the digests a run records as
+    its `train` and `benchmark/<name>` inputs)."""
+    from rlvr_sweep.io import rows_digest
+
+    option = TASKS[name]
+    data = DataConfig(name=name, root=root, train_file=None)
+    sets = [("train", task_rows(data))] + [(b, BENCHMARKS[b].rows(data)) for b in option.task.benchmarks]
+    return [(what, len(rows), rows_digest(rows), option.task.checksums.get(what)) for what, rows in sets]

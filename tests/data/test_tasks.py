@@ -1,0 +1,121 @@
+"""Tasks of one's own: registered once, their rows checked, their prompt, answers and benchmarks used by the
+run; MATH's prompt and rules unchanged."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from rlvr_sweep import data
+from rlvr_sweep.config import ConfigError, DataConfig
+from rlvr_sweep.config.options import param
+from rlvr_sweep.config.rules import at_least
+from rlvr_sweep.data import MATH, TASKS, DataError, benchmark_task, render_prompt, task_of
+from rlvr_sweep.data.tasks import checked_rows, task_checksums
+from rlvr_sweep.io import rows_digest
+from rlvr_sweep.reward import answering, grading
+from tests.conftest import REPO
+from tests.helpers import compose_cfg
+
+PROMPT = "Echo the word.\nWord: {problem}\nAnswer:"
+
+
+def _echo_rows(prefix: str, size: int) -> list[dict]:
+    return [{"id": f"{prefix}-{i}", "problem": f"w{i}", "answer": f"w{i}"} for i in range(size)]
+
+
+@TASKS.register("t_echo", prompt=PROMPT, extract=lambda text: text.strip().split("\n")[-1].strip(),
+                grade=lambda pred, gold: pred == gold, gold=("a word starting with w", lambda a: a.startswith("w")),
+                benchmarks={"t_echo_heldout": lambda *, size: _echo_rows("held", 3)},
+                params={"size": param(5, at_least(1))})
+def t_echo(*, size, root):
+    """Echo tasks."""
+    assert root is not None  # a rows function may take the data folder
+    return _echo_rows("train", size)
+
+
+def test_the_baseline_prompt_is_unchanged():
+    assert render_prompt("What is {x}?") == (
+        "You are a helpful math assistant.\nAnswer the question and write the final result on a new line as:\n"
+        "\\boxed{ANSWER}\n\nQuestion:\nWhat is {x}?\n\nAnswer:")
+    assert MATH.render("2+2") == render_prompt("2+2")
+
+
+def test_a_task_is_a_data_option_with_its_rows_benchmarks_prompt_and_answer_rules():
+    assert task_of("t_echo").prompt == PROMPT and task_of("math_train") is MATH and task_of("toy_arith") is MATH
+    assert benchmark_task("t_echo_heldout").name == "t_echo" and benchmark_task("math500") is MATH
+    assert "t_echo_heldout" in data.benchmark_names()
+    cfg = DataConfig(name="t_echo", params={"size": 3})
+    assert [r["id"] for r in data.training_rows(cfg)] == ["train-0", "train-1", "train-2"]
+    assert data.training_file(cfg) is None and data.benchmark_files("t_echo_heldout", cfg) == []
+    held = data.benchmark_rows("t_echo_heldout", cfg, limit=2)
+    assert held == [{"id": "held-0", "problem": "w0", "answer": "w0", "source": "t_echo_heldout"},
+                    {"id": "held-1", "problem": "w1", "answer": "w1", "source": "t_echo_heldout"}]
+    assert task_of("t_echo").render("w7") == "Echo the word.\nWord: w7\nAnswer:"
+    rules = answering(task_of("t_echo"), "baseline")
+    assert rules.extract(" junk\n w7 ") == "w7" and rules.extract_reward is rules.extract
+    assert rules.grade("w7", "w7") and not rules.grade("w7", "w8")
+    math = answering(MATH, "baseline")  # MATH: the box (read-outs fall back to the last number; rewards do not)
+    assert math.extract("so 12") == "12" and math.extract_reward("so 12") == "" and math.grade is grading.grade
+
+
+def test_a_task_run_is_configured_checked_and_its_parameters_ranged():
+    task = ["data=t_echo", "data.name=t_echo", "eval.benchmarks=[t_echo_heldout]"]  # smoke sets data.name after data=
+    cfg = compose_cfg(["+arm=ra_flat", "profile=smoke", *task])
+    assert cfg.data.name == "t_echo" and cfg.data.params == {"size": 5} and cfg.data.train_file is None
+
+    def refused(extra):
+        with pytest.raises(ConfigError) as err:
+            compose_cfg(["+arm=ra_flat", "profile=smoke", *task, *extra])
+        return str(err.value)
+
+    assert "data.params.size=0: must be >= 1 (parameter 'size' of task 't_echo'" in refused(["data.params.size=0"])
+    assert "data.params has ['sise']: not parameters of task 't_echo'" in refused(["+data.params.sise=3"])
+    assert "grader.name='math_verify': task 't_echo' grades with its own rule" in refused(["grader=math_verify"])
+    with pytest.raises(ConfigError, match=r"data.params=\{'size': 5\}: data.name='toy_arith' is not a task of one's own "
+                                          r".*profile=smoke sets data.name=toy_arith after the data option"):
+        compose_cfg(["+arm=ra_flat", "profile=smoke", "data=t_echo"])
+
+
+@pytest.mark.parametrize("rows, message", [
+    (None, "returned None, not a non-empty list of rows"),
+    ([], "returned list, not a non-empty list of rows"),
+    (["w0"], "row 0 is a str, not a dict"),
+    ([{"id": "a", "problem": "w0"}], "row 0: field 'answer' missing or not a non-empty string"),
+    ([{"id": "a", "problem": "w0", "answer": "x0"}], "row 0 ('a'): answer 'x0' is not a word starting with w"),
+    ([{"id": "a", "problem": "w0", "answer": "w0"}, {"id": "a", "problem": "w1", "answer": "w1"}],
+     "rows 0 and 1 share the id 'a'"),
+])
+def test_malformed_rows_of_a_task_are_named_before_any_run_uses_them(rows, message):
+    with pytest.raises(DataError, match=r"task 't_echo' training rows \(tests\.data\.test_tasks\.t_echo\): "
+                       + message.replace("(", r"\(").replace(")", r"\)")):
+        checked_rows(rows, task_of("t_echo"), "training rows", t_echo)
+
+
+def test_a_task_prompt_needs_a_place_for_the_problem_and_benchmark_names_are_one_task_s():
+    with pytest.raises(ValueError, match="its prompt has no '\\{problem\\}'"):
+        TASKS.register("t_bad", prompt="no placeholder")
+    with pytest.raises(ValueError, match=r"benchmark name\(s\) \['t_echo_heldout'\] are taken by another task"):
+        TASKS.register("t_other", benchmarks={"t_echo_heldout": lambda: []})(lambda: [])
+
+
+def test_the_checksums_of_a_task_are_the_digests_its_runs_record():
+    sets = task_checksums("t_echo", "data")
+    train = _echo_rows("train", 5)
+    held = [{**row, "source": "t_echo_heldout"} for row in _echo_rows("held", 3)]
+    assert sets == [("train", 5, rows_digest(train), None), ("t_echo_heldout", 3, rows_digest(held), None)]
+
+
+def test_data_check_task_compares_the_example_task_with_its_declared_checksums(tmp_path):
+    env = {"RLVR_SWEEP_PLUGINS": str(REPO / "examples" / "countdown"), "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run([sys.executable, "-m", "rlvr_sweep.data", "check", "--task", "countdown"], env=env,
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "task countdown: 2/2 sets as declared or undeclared"
+    assert "countdown train: 1000 rows, sha256 518c7a7c" in proc.stdout
+    missing = subprocess.run([sys.executable, "-m", "rlvr_sweep.data", "check", "--task", "nope"], env=env,
+                             capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert missing.returncode == 2 and missing.stderr.strip() == (
+        "check: error: no task 'nope' (tasks: ['countdown']; name its plugin in RLVR_SWEEP_PLUGINS)")
