@@ -97,3 +97,16 @@ def make_random_qwen3(seed: int = 0, vocab: int = 64):
 @pytest.fixture
 def random_qwen3():
     return make_random_qwen3()
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory):
+    """One real finished smoke run (2 steps, 4 eval items), built once per session; tests read it or copy it
+    into sweeps of their own (`tests.store.test_collect.sweep_of`), never change it in place."""
+    from rlvr_sweep.run import run
+    from tests.helpers import compose_cfg, run_dir_of
+
+    root = tmp_path_factory.mktemp("source")
+    cfg = compose_cfg(["+arm=ra_flat", "profile=smoke", "train.steps=2", "eval.limit=4", f"run.out_root={root}"])
+    run(cfg)
+    return run_dir_of(cfg)

@@ -60,6 +60,17 @@ def test_malformed_rows_name_file_line_and_problem(tmp_path, line, message):
         data.read_jsonl(path)
 
 
+def test_a_line_that_is_not_utf8_or_too_deep_is_named(tmp_path):
+    """Seen (#33): a UnicodeDecodeError traceback. Want: the file, the line and the byte."""
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"problem": "ok", "answer": "1"}\n{"problem": "caf\xe9", "answer": "2"}\n')
+    with pytest.raises(data.DataError, match=r"bad\.jsonl:2: not UTF-8 text \(byte 0xe9 at column 17\)"):
+        data.read_jsonl(path)
+    path.write_text('{"problem": "ok", "answer": "1"}\n' + "[" * 100_000 + "\n")
+    with pytest.raises(data.DataError, match=r"bad\.jsonl:2: not valid JSON \(nested too deeply\)"):
+        data.read_jsonl(path)
+
+
 def test_missing_file_and_unknown_benchmark(tmp_path):
     with pytest.raises(data.DataError, match=r"math_train\.jsonl.*data\.root"):
         data.training_rows(cfg_for(tmp_path))

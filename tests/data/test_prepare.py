@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_sweep.data import DataError
+from rlvr_sweep.data import DataError, read_jsonl
 from rlvr_sweep.data.canonical import check
 from rlvr_sweep.data.cli import main
 from rlvr_sweep.data.prepare import SOURCES, gsm8k_answer, prepare, whole_number
 from tests.conftest import need_data
-from tests.data.upstream import FILES, write_upstream
+from tests.data.upstream import FILES, edit_array, edit_line, spoil_line, write_upstream
 
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory) -> Path:
@@ -62,6 +62,33 @@ def test_check_names_a_file_with_one_changed_answer(tmp_path, capsys):
     assert found["amc23.jsonl"].detail == "39 rows (canonical 40); the first 39 lines agree"
     assert found["math_train.jsonl"].status == "ok" and found["gsm8k_test.jsonl"].status == "ok"
     assert main(["check", "--data-root", str(data)]) == 1
+
+
+def test_check_names_a_file_a_run_could_not_read_in_one_line_and_exits_2(tmp_path, capsys):
+    """Seen (#33): `data check` read only digests, so a file a run refuses passed as merely `differs`, and a
+    broken `.meta.json` beside a split was a traceback. Want: `malformed`, the reader's own line (file, line,
+    reason), every other file still shown, exit 2."""
+    shared = need_data(*FILES)
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in FILES:
+        shutil.copy(shared / name, data / name)
+    spoil_line(data / "gsm8k_test.jsonl", 5, column=30)
+    assert main(["build-splits", "--out", str(data / "splits"), "--seed", "0", "--data-root", str(shared)]) == 0
+    (data / "splits" / "math_val210.jsonl").write_text('{"problem": "p", "answer": "1"}\n')
+    (data / "splits" / "math_val210.meta.json").write_text('{"seed": ')
+    capsys.readouterr()
+    assert main(["check", "--data-root", str(data)]) == 2
+    out = capsys.readouterr().out.splitlines()
+    assert out[2] == (f"gsm8k_test.jsonl                   malformed: {data / 'gsm8k_test.jsonl'}:5: not UTF-8 text "
+                      "(byte 0xff at column 31)")
+    assert out[4] == (f"splits/math_val210.jsonl           malformed: {data / 'splits' / 'math_val210.meta.json'}: "
+                      "not valid JSON (Expecting value)")
+    assert [line.split()[1] for line in out[:7]] == ["ok:", "ok:", "malformed:", "ok:", "malformed:", "ok:", "ok:"]
+    assert out[7] == "5 of 7 files canonical; 2 malformed or unreadable (a run would refuse them)"
+    (data / "splits" / "math_val210.meta.json").write_text('{"seed": 0, "sources": ["math_train.jsonl"]}')
+    assert main(["check", "--data-root", str(data)]) == 2
+    assert "math_val210.meta.json: field 'sources' is not an object" in capsys.readouterr().out
 
 
 def test_check_names_a_split_built_with_another_seed(tmp_path, capsys):
@@ -120,42 +147,63 @@ def test_a_download_that_fails_names_every_address_tried(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda raw: _edit_line(raw / "gsm8k/test.jsonl", 3, answer="Natalia sold 48 clips.\n#### forty-eight"),
+    (lambda raw: edit_line(raw / "gsm8k/test.jsonl", 3, answer="Natalia sold 48 clips.\n#### forty-eight"),
      "gsm8k/test.jsonl:4: the final answer 'forty-eight' after '####' is not a number"),
-    (lambda raw: _edit_line(raw / "gsm8k/test.jsonl", 0, answer="Janet sells 16 - 3 - 4 = 9 eggs."),
+    (lambda raw: edit_line(raw / "gsm8k/test.jsonl", 0, answer="Janet sells 16 - 3 - 4 = 9 eggs."),
      "gsm8k/test.jsonl:1: the answer has no '#### N' final line"),
-    (lambda raw: _edit_line(raw / "amc23/test.jsonl", 2, answer=27.5),
+    (lambda raw: edit_line(raw / "amc23/test.jsonl", 2, answer=27.5),
      "amc23/test.jsonl:3: answer 27.5 is not a whole number"),
-    (lambda raw: _edit_line(raw / "amc23/test.jsonl", 0, problem=""),
+    (lambda raw: edit_line(raw / "amc23/test.jsonl", 0, problem=""),
      "amc23/test.jsonl:1: field 'problem' missing, empty or not a string"),
-    (lambda raw: _edit_array(raw / "math500_test.json", 7, level=9),
+    (lambda raw: edit_array(raw / "math500_test.json", 7, level=9),
      "math500_test.json: row 7: level 9 is not an integer 1-5"),
-    (lambda raw: _edit_array(raw / "math_full_minus_math500.json", 2, unique_id=99999),
+    (lambda raw: edit_array(raw / "math_full_minus_math500.json", 2, unique_id=99999),
      "math_full_minus_math500.json: row 2: unique_id 99999 is not one of the 12,000"),
-    (lambda raw: _edit_array(raw / "math_full_minus_math500.json", 0, type="Geometry"),
+    (lambda raw: edit_array(raw / "math_full_minus_math500.json", 0, type="Geometry"),
      "math_full_minus_math500.json: row 0: subject 'Geometry' but unique_id 0 is train/algebra/0.json"),
+    # Seen (#33): tracebacks, "this is a bug in rlvr_sweep"
+    (lambda raw: spoil_line(raw / "gsm8k/test.jsonl", 5, column=30),
+     "gsm8k/test.jsonl:5: not UTF-8 text (byte 0xff at column 31)"),
+    (lambda raw: spoil_line(raw / "math500_test.json", 40),
+     "math500_test.json:40: not UTF-8 text (byte 0xff at column 11)"),
+    (lambda raw: edit_line(raw / "amc23/test.jsonl", 2, answer=10 ** 400),
+     "amc23/test.jsonl:3: answer 100000000000000000000000... (401 digits) is not a whole number of at most 15 digits"),
+    (lambda raw: edit_line(raw / "amc23/test.jsonl", 2, answer="9" * 401),
+     "amc23/test.jsonl:3: answer '99999999999999999999999... (403 characters) is not a whole number"),
+    (lambda raw: (raw / "amc23/test.jsonl").write_text("[" * 100_000 + "\n"),
+     "amc23/test.jsonl:1: not valid JSON (nested too deeply)"),
+    # two problems under one id (Seen: accepted, then counted as one item)
+    (lambda raw: edit_array(raw / "math500_test.json", 229, unique_id="test/intermediate_algebra/134.json"),
+     "math500_test.json: row 16 and row 229 share the id 'test/intermediate_algebra/134.json'"),
+    (lambda raw: edit_line(raw / "amc23/test.jsonl", 7, id=5),
+     "amc23/test.jsonl:6 and :8 share the id 'amc23/5'"),
+    (lambda raw: edit_array(raw / "math_full_minus_math500.json", 7, unique_id=3),
+     "math_full_minus_math500.json: row 3 and row 7 share the id 3"),
 ])
 def test_rows_that_cannot_be_converted_are_refused_before_anything_is_written(upstream, tmp_path, capsys, edit, message):
+    """Each is one line naming the file, the line (JSON Lines; both for a shared id) or row, and the reason;
+    exit 2, nothing written."""
     raw = tmp_path / "raw"
     shutil.copytree(upstream, raw)
     edit(raw)
     assert main(["prepare", "--raw", str(raw), "--data-root", str(tmp_path / "data")]) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.startswith(f"prepare: error: {raw}/") and err.count("\n") == 1, err
     assert not (tmp_path / "data").exists()
 
 
-def _edit_line(path: Path, index: int, **fields) -> None:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    row = json.loads(lines[index])
-    row.update(fields)
-    lines[index] = json.dumps(row)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def _edit_array(path: Path, index: int, **fields) -> None:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    data[index].update(fields)
-    path.write_text(json.dumps(data), encoding="utf-8")
+def test_a_line_separator_inside_a_json_string_is_no_line_break(upstream, tmp_path):
+    """U+2028 and U+0085 may stand unescaped in a JSON string; the upstream lines are split at "\\n" only."""
+    raw = tmp_path / "raw"
+    shutil.copytree(upstream, raw)
+    lines = (raw / "amc23/test.jsonl").read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[0])
+    row["problem"] = row["question"] = "two\u2028lines\x85here"
+    lines[0] = json.dumps(row, ensure_ascii=False)
+    (raw / "amc23/test.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    prepare(raw, tmp_path / "data", say=lambda _: None)
+    assert read_jsonl(tmp_path / "data" / "amc23.jsonl")[0]["problem"] == "two\u2028lines\x85here"
 
 
 def test_a_data_file_that_differs_is_not_overwritten_without_force(upstream, tmp_path, capsys):

@@ -37,3 +37,26 @@ def write_upstream(raw: Path) -> Path:
         {"id": int(r["unique_id"].split("/")[1]), "problem": r["problem"], "answer": float(r["answer"]),
          "url": r["url"], "question": r["problem"]}) + "\n" for r in rows(shared / "amc23.jsonl")))
     return raw
+
+
+def edit_line(path: Path, index: int, **fields) -> None:
+    """Set `fields` in the `index`-th line of a JSON Lines upstream file."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[index])
+    row.update(fields)
+    lines[index] = json.dumps(row)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def edit_array(path: Path, index: int, **fields) -> None:
+    """Set `fields` in row `index` of a JSON array upstream file."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data[index].update(fields)
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def spoil_line(path: Path, lineno: int, column: int = 10) -> None:
+    """Put two bytes that are not UTF-8 into line `lineno` (1-based) of `path`, at `column`."""
+    lines = path.read_bytes().split(b"\n")
+    lines[lineno - 1] = lines[lineno - 1][:column] + b"\xff\xfe" + lines[lineno - 1][column:]
+    path.write_bytes(b"\n".join(lines))

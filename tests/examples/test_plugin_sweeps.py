@@ -65,7 +65,7 @@ def test_a_token_reward_sweep_is_incomplete_without_its_code_and_verifies_with_i
     assert "incomplete: PASS 1 (plugin code not imported: --plugins re-derives it)" in plain.stdout
     opted = verify(tmp_path, "--plugins")
     assert opted.returncode == 0, opted.stdout + opted.stderr
-    assert "PASS 1 ok: 3 finished runs; 96 grades and 192 rollout rewards regraded" in opted.stdout
+    assert "PASS 1 ok: 3 finished runs; 96 grades and 192 rollout rewards regraded; 24 step stds" in opted.stdout
     info = json.loads(next((tmp_path / "runs").glob("smoke/token_penalty/*/run.json")).read_text())
     assert info["inputs"]["plugins"]["options"] == {"reward.name": "token_len_penalty"}
     assert sorted(info["inputs"]["plugins"]["files"]) == ["clip_lenpen", "clip_lenpen.estimators", "clip_lenpen.rewards"]
@@ -87,7 +87,7 @@ def test_the_example_task_sweeps_tabulates_reports_and_verifies(tmp_path):
     assert verify(tmp_path).returncode == EXIT_INCOMPLETE
     opted = verify(tmp_path, "--plugins", "--tables", str(tmp_path / "tables"))
     assert opted.returncode == 0, opted.stdout + opted.stderr
-    assert "PASS 1 ok: 3 finished runs; 96 grades and 192 rollout rewards regraded" in opted.stdout
+    assert "PASS 1 ok: 3 finished runs; 96 grades and 192 rollout rewards regraded; 24 step stds" in opted.stdout
 
 
 def test_an_edited_plugin_is_a_new_run_never_a_skip(tmp_path):

@@ -13,19 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from rlvr_sweep import store
-from rlvr_sweep.run import run
 from rlvr_sweep.store import CollectError, collect, verify_manifest
 from rlvr_sweep.store.manifest import manifest_bytes
-from tests.helpers import compose_cfg, run_dir_of
-
-
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    """One real finished smoke run (2 steps, 4 eval items); tests copy it into sweeps of their own."""
-    root = tmp_path_factory.mktemp("source")
-    cfg = compose_cfg(["+arm=ra_flat", "profile=smoke", "train.steps=2", "eval.limit=4", f"run.out_root={root}"])
-    run(cfg)
-    return run_dir_of(cfg)
 
 
 def sweep_of(tmp_path, finished_run, *names):
@@ -162,3 +151,24 @@ def test_read_table_decodes_only_the_columns_asked_for_that_the_table_has(finish
     few = store.read_table(finished_run, "rollouts", columns=["text", "reward", "no_such_column"])
     assert set(few.columns) == {"text", "reward"}  # an absent name is no error, the others are not decoded
     pd.testing.assert_frame_equal(few[["text", "reward"]], whole[["text", "reward"]])
+
+
+def test_a_failed_run_shows_its_recorded_error_where_it_is_left_out(tmp_path, finished_run):
+    """Seen: the report's runs table said only `unfinished (run.json status: failed)`. Want: the error's
+    first line (escaped by the report like every cell) and, for an error in plugin code, where it was raised."""
+    from rlvr_sweep.analysis import load_sweep
+    from rlvr_sweep.analysis.report import build_tables
+
+    root = sweep_of(tmp_path, finished_run, "good", "failed")
+    failed = root / "smoke/ra_flat/failed"
+    (failed / "DONE").unlink()
+    info = json.loads((failed / "run.json").read_text())
+    info.update(status="failed", error="ZeroDivisionError('division by zero')\nsecond line",
+                error_in="plugin my_est.credit (/home/me/my_est.py:7: return 1 / 0)")
+    (failed / "run.json").write_text(json.dumps(info))
+    reason = ("unfinished (run.json status: failed: ZeroDivisionError('division by zero') (plugin my_est.credit "
+              "(/home/me/my_est.py:7: return 1 / 0)))")
+    out = collect(root, allow_skipped=True)
+    assert out["skipped"]["reason"].tolist() == [reason]
+    runs_table = build_tables(load_sweep(root), only=["runs"])["runs"].markdown()
+    assert f"| smoke/ra_flat/failed |  |  | {reason} |" in runs_table

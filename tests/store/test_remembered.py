@@ -13,7 +13,7 @@ from rlvr_sweep.analysis.grouping import read_config
 from rlvr_sweep.store import CollectError, collect
 from rlvr_sweep.store import remembered
 from rlvr_sweep.store.collect import gather
-from tests.store.test_collect import finished_run, sweep_of  # noqa: F401  (the module's real smoke run)
+from tests.store.test_collect import sweep_of
 
 TABLES = ("steps", "rollouts", "pairs", "grades")
 

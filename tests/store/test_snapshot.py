@@ -17,7 +17,6 @@ from rlvr_sweep.store.collect import read_checked
 from rlvr_sweep.store.collect_files import collect_to_files
 from rlvr_sweep.store.snapshot import BATCH, Snapshot
 from tests.conftest import REPO
-from tests.store.test_collect import finished_run  # noqa: F401  (the module's real smoke run)
 from tests.store.test_remembered import flip_a_byte_keeping_size_and_mtime, settled_now  # noqa: F401
 
 TABLES = ("steps", "rollouts", "pairs", "grades")

@@ -161,7 +161,7 @@ def test_status_follows_a_slurm_sweep_while_it_runs(tmp_path):
         assert {r["progress"]["total"] for r in running} <= {6, 8}  # training steps, read-out items
         assert all(re.search(r", SLURM job \d+_[01]$", r["detail"]) for r in running), running[0]["detail"]
         before = states[:states.index("running")]
-        assert set(before) <= {"queued", "starting"}, before  # nothing else before it runs
+        assert set(before) <= {"checking", "queued", "starting"}, before  # nothing else before it runs
         assert states[-1] == "finished" or "finished" not in states or states.index("finished") > states.index("running")
 
 

@@ -17,7 +17,7 @@ import pytest
 from rlvr_sweep.store.beacon import Beacon, beacon_for, read_progress
 from rlvr_sweep.store.lock import lock_holder, run_lock
 from rlvr_sweep.sweep import records
-from rlvr_sweep.sweep.status import folder_state, sweep_states, totals
+from rlvr_sweep.sweep.status import sweep_report, sweep_states, totals
 from rlvr_sweep.sweep.status_cli import main as status_main
 from rlvr_sweep.sweep.status_cli import render
 from tests.conftest import REPO
@@ -105,7 +105,23 @@ def test_the_lock_is_asked_of_the_kernel(tmp_path):
     assert read_progress(run_dir) is None
 
 
-def test_recorded_jobs_without_a_folder(tmp_path):
+def squeue_on_path(monkeypatch, folder, stdout: str = "", stderr: str = "", code: int = 0) -> None:
+    """A fake `squeue` first on PATH: prints `stdout` and `stderr`, exits `code` (the machine's own squeue,
+    working, broken or absent, then plays no part)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "squeue"
+    script.write_text(f"#!/bin/sh\ncat <<'EOF'\n{stdout}EOF\ncat >&2 <<'EOF'\n{stderr}EOF\nexit {code}\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+BROKEN_CLIENT = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
+
+
+@pytest.mark.parametrize("squeue", ["failing", "absent", "empty queue", "pending", "running", "the machine's"])
+def test_recorded_jobs_without_a_folder(tmp_path, monkeypatch, squeue):
+    """Seen: with an installed SLURM client and no controller, the SLURM job's row said nothing of it, and
+    this test failed on such a machine. Want: the same verdicts whatever squeue this machine has."""
     root = tmp_path / "runs"
     root.mkdir()
     job = lambda n, **more: {"number": n, "overrides": [f"seed={n}"], "arm": "ra_flat", "paper_arm": 4,  # noqa: E731
@@ -116,17 +132,41 @@ def test_recorded_jobs_without_a_folder(tmp_path):
     gone.update(pid=dead_pid(), created_at=gone["created_at"] + 1,
                 jobs=[job(3), job(4, job="999999_4", scheduler="slurm"), job(5, job="4242", scheduler="local")])
     (root / records.SWEEPS / "later.json").write_text(json.dumps(gone))
-    (root / records.SWEEPS / "garbage.json").write_text("{not json")  # left out, never an error
+    (root / records.SWEEPS / "garbage.json").write_text("{not json")  # named below the table, never an error
+    fake = tmp_path / "bin"
+    if squeue == "failing":
+        squeue_on_path(monkeypatch, fake, stderr=BROKEN_CLIENT + "\nsecond line\n", code=1)
+    elif squeue == "absent":
+        fake.mkdir()
+        monkeypatch.setenv("PATH", str(fake))
+    elif squeue == "empty queue":
+        squeue_on_path(monkeypatch, fake)
+    elif squeue in ("pending", "running"):
+        squeue_on_path(monkeypatch, fake, stdout=f"999999_3|RUNNING|node1\n999999_4|{squeue.upper()}|(Resources)\n")
     rows = {row["seed"]: row for row in sweep_states(root)}
     assert rows[1]["state"] == rows[2]["state"] == "queued"
     assert rows[2]["detail"] == f"job 2 of 2 of the sweep run by pid {os.getpid()} (basic launcher: one job after another)"
     assert rows[3]["state"] == "not started" and "has ended; relaunch it" in rows[3]["detail"]
     assert rows[5]["state"] == "queued" and rows[5]["detail"] == "local job 4242"
-    slurm = rows[4]
-    if shutil.which("squeue") and subprocess.run(["squeue", "-h"], capture_output=True).returncode == 0:
-        assert slurm["state"] == "lost" and "SLURM job 999999_4 is no longer in the queue" in slurm["detail"]
-    else:  # no controller to ask: said so, still queued as recorded
-        assert slurm["state"] == "queued" and slurm["detail"].startswith("SLURM job 999999_4 (squeue")
+    slurm = (rows[4]["state"], rows[4]["detail"])
+    lost = ("lost", "SLURM job 999999_4 is no longer in the queue and made no run folder (see its submitit log); "
+                    "relaunch the sweep to run it")
+    expected = {"failing": ("queued", f"SLURM job 999999_4 (squeue failed: {BROKEN_CLIENT})"),
+                "absent": ("queued", "SLURM job 999999_4 (squeue is not on this machine)"),
+                "empty queue": lost,
+                "pending": ("queued", "SLURM job 999999_4: PENDING (Resources)"),
+                "running": ("starting", "SLURM job 999999_4: RUNNING (Resources)")}
+    if squeue == "the machine's":  # whatever it is here: one of the answers above, as its own exit says
+        if not shutil.which("squeue"):
+            assert slurm == expected["absent"]
+        else:
+            asked = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T|%R"], capture_output=True, text=True)
+            first = (asked.stderr.strip() or asked.stdout.strip() or f"exit status {asked.returncode}").splitlines()[0]
+            assert slurm == (lost if asked.returncode == 0 else ("queued", f"SLURM job 999999_4 (squeue failed: {first})"))
+    else:
+        assert slurm == expected[squeue]
+    _, problems = sweep_report(root)
+    assert [line.split(": ", 1)[0] for line in problems.lines] == [str(root / records.SWEEPS / "garbage.json")]
 
 
 def test_the_table_the_json_and_bad_input(every_state, capsys):

@@ -139,7 +139,8 @@ def test_pass1_split_between_two_processes_reports_what_one_reports(tmp_path):
         write_run(root / f"smoke/ra_flat/h512_s{i}_abcd123{i}")
     alone, split = passes.pass1(root, jobs=1), passes.pass1(root, jobs=2)  # 3 runs here, 2 in the child
     assert split.summary == alone.summary and split.problems == alone.problems
-    assert "5 finished runs; 20 grades and 20 rollout rewards regraded; 0/5" in alone.summary
+    assert "5 finished runs; 20 grades and 20 rollout rewards regraded; 0 step stds re-derived (grad_norm, loss, " \
+           "seconds: the update's own measurements, not re-derivable); 0/5" in alone.summary
     assert [p.split()[1] for p in alone.problems if p.startswith("DISAGREE")] == [
         f"smoke/ra_flat/h512_s{i}_abcd123{i}" for i in range(1, 6)]  # in run order
 

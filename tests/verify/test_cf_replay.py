@@ -109,3 +109,20 @@ def test_a_plugin_fork_estimator_is_replayed_with_its_own_code_or_said_not_to_be
     refused = replay_cf(steps, pairs, runs, lambda run_dir: (None, "the plugin code at hand is not the code the run "
                                                                   "recorded"))
     assert refused["steps"] == 0 and "were not replayed, the plugin code at hand is not the code" in refused["unchecked"][0]
+
+
+def test_pass4_says_what_it_found_of_a_counterfactual_arm_still_in_its_warmup():
+    """Seen: "no counterfactual arm" on a sweep holding one whose steps were all warmup."""
+    from types import SimpleNamespace
+
+    from rlvr_sweep.verify import passes
+
+    runs = pd.DataFrame([{**KEYS, "run_dir": "runs/cf", "config": {"sampler.name": "cf_fork"}},
+                         {**KEYS, "run_hash": "def", "run_dir": "runs/flat", "config": {"sampler.name": "flat"}}])
+    steps = pd.DataFrame([{**KEYS, "step": s, "active": True} for s in range(3)])
+    result = passes.pass4(None, load=lambda: SimpleNamespace(steps=steps, pairs=pd.DataFrame(), runs=runs,
+                                                             readouts=pd.DataFrame(), probes=[], eval_runs=pd.DataFrame()))
+    assert result.ok and result.summary == (
+        "1 counterfactual run(s) found, but their 3 steps were all flat warmup (no fork group before "
+        "sampler.bifurcate_after_active active steps): no fork group to replay")
+    assert passes.warmup_only(SimpleNamespace(runs=runs.iloc[1:], steps=steps)) == []

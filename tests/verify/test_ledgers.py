@@ -127,6 +127,42 @@ def test_saved_tables_rebuild_or_differ(tmp_path):
     assert any(p.startswith("baseline_readouts:") for p in problems)  # one more correct short or long answer
 
 
+def test_tables_md_the_copy_a_person_reads_is_checked_against_the_rebuilds(tmp_path):
+    """Seen: Table 1's accuracy edited to 95.00 in tables.md passed `verify all --tables` (only the parquet
+    files were compared). Want: each block of tables.md equals its rebuild's rendering, and its notes the
+    sweep's (whatever path the root was given by)."""
+    from rlvr_sweep.analysis.report import header_lines
+    from rlvr_sweep.verify.rebuild import markdown_problems
+
+    s = sweep_with()
+    header = header_lines(s, "/somewhere/runs")
+    save_tables(build_tables(s, n_resamples=200, seed=3), tmp_path, [*header, *(n for n in s.notes if n not in header)])
+    rendered = {}
+    assert saved_problems(s, tmp_path, rendered=rendered) == (9, [])
+    checked, problems = markdown_problems(s, "elsewhere/runs", tmp_path, rendered)
+    assert problems == [] and checked == 9 + len(header)
+    md = tmp_path / "tables.md"
+    clean = md.read_text()
+    row = next(line for line in clean.splitlines() if line.startswith("| 5. stopped_tree |"))
+    cells = row.split(" | ")
+    md.write_text(clean.replace(row, " | ".join([cells[0], "95.00 ± 0.00 (95.0 / 95.0)", *cells[2:]])))
+    problems = markdown_problems(s, "elsewhere/runs", tmp_path, rendered)[1]
+    assert len(problems) == 1 and "'## Table 1: accuracy" in problems[0] and "differs from table1's rebuild: it says " \
+        "'| 5. stopped_tree | 95.00" in problems[0]
+    md.write_text(clean.replace(header[-1], header[-1] + " (edited)"))
+    assert "its notes differ from the sweep's" in markdown_problems(s, "x", tmp_path, rendered)[1][0]
+    table3 = clean.index("## Table 3")
+    md.write_text(clean[:table3] + clean[clean.index("## ", table3 + 3):])  # a block cut out
+    assert any("is saved but missing from it" in p for p in markdown_problems(s, "x", tmp_path, rendered)[1])
+    md.write_text(clean + "\n## Table 9: made up\n\n| a |\n|---|\n| 1 |\n")
+    assert markdown_problems(s, "x", tmp_path, rendered)[1] == [
+        f"{md}: '## Table 9: made up' holds a table with no saved parquet to check it against"]
+    md.write_text(clean + "\n## Table 9: made up\n\nNot built: nothing to build\n")  # no number: nothing to check
+    assert markdown_problems(s, "x", tmp_path, rendered)[1] == []
+    md.unlink()
+    assert markdown_problems(s, "x", tmp_path, rendered) == (0, [])
+
+
 RUN = {"arm": "rg_cf_grpo", "horizon": 1024, "seed": 42, "run_hash": "h"}
 
 
@@ -189,3 +225,30 @@ def test_the_prefix_audit_is_rederived_from_the_rows(monkeypatch):
     monkeypatch.setattr("rlvr_sweep.analysis.audit.training_reward", lambda text, gold, gate=None: 1.0)
     _, problems = audit_problems(sweep_with())
     assert "audit 5. stopped_tree pass_at_cut: the table says 2, the rows give 1" in problems
+
+
+def test_a_box_split_by_the_audit_cut_is_the_paper_s_legitimate_case(qwen3_tokenizer):
+    """Paper §5.4 accepts an unboxed 512-token prefix when first_box_tok == -1 or >= 510: Qwen3 splits
+    ` \\boxed{98}` into ' \\', 'boxed', '{', ..., so a box whose ' \\' is token 511 (or 510) is cut in two and
+    the prefix holds no `\\boxed`. Earlier, PASS 3 required the box to start at or after the cut."""
+    from rlvr_sweep.reward import first_box_token
+    from rlvr_sweep.verify.audit import box_problem
+
+    tok = qwen3_tokenizer
+    filler = tok(" 1" * 600, add_special_tokens=False)["input_ids"]
+    tail = tok(" so \\boxed{98}", add_special_tokens=False)["input_ids"]
+    at_box = [tok.decode([i]) for i in tail].index(" \\")  # where ' \\' stands in the tail
+    for start, split in ((511, True), (510, False), (512, False)):
+        ids = filler[: start - at_box] + tail
+        text, prefix = tok.decode(ids), tok.decode(ids[:512])
+        assert first_box_token(ids, tok.decode) == start
+        assert ("\\boxed" in prefix) is (start == 510)  # 511: ' \\' kept, 'boxed' cut off; 512: none of it
+        assert box_problem(start, 512, text, prefix) is None
+        assert split is (prefix.endswith(" \\"))
+    assert box_problem(509, 512, "x \\boxed{1}", "x") == (
+        "first_box_token 509 vs a cut at 512, but the prefix lacks a \\boxed (a box split by the cut starts at or "
+        "after token 510)")
+    assert box_problem(600, 512, "a \\boxed{1} b \\boxed{2}", "a \\boxed{1}") == (
+        "first_box_token 600 vs a cut at 512, but the prefix holds a \\boxed")
+    assert box_problem(-1, 512, "no box", "no box") is None
+    assert box_problem(-1, 512, "a \\boxed{1}", "a") == "first_box_token -1 but the rollout holds a \\boxed"

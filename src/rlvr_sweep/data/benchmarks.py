@@ -46,6 +46,8 @@ ANSWER_RULES = {
 
 
 def read_data_file(name: str, cfg: DataConfig) -> list[dict]:
+    """The rows of a training or benchmark file as a run reads them (`read_jsonl`: well-formed rows, no two
+    sharing an id) with its gold answers checked; `data check` reads a file that differs through it too."""
     path = data_file(name, cfg)
     if path.parent != Path(cfg.root) and not path.is_file():
         raise DataError(f"split file not found: {path}; build the splits with "

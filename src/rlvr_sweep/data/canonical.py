@@ -8,10 +8,13 @@ the four data files, so a file that differs is named with its first differing li
 differs is compared line by line with the split rebuilt in memory from the data root's files.
 
 `python -m rlvr_sweep.data check [--data-root DIR] [--splits-dir DIR]` prints one line per file:
-`ok`, `differs` (how: row count, first differing line, or built from other sources) or `missing`;
-exit 0 when every file is canonical, 1 when one differs or is missing, 2 when the data root does not
-exist. A run records in `run.json` (`data_canonical`, and each input's `canonical`) whether every data
-file it read was canonical; the analysis header says so.
+`ok`, `differs` (how: row count, first differing line, or built from other sources), `missing`, or
+`malformed` / `unreadable` (a file that differs and that a run could not read as it is: the reader's
+one line, file, line and reason, e.g. two rows sharing an id); exit 0 when every file is canonical, 1
+when one differs or is missing, 2 when one is malformed or unreadable or the data root is no folder.
+A file that differs is read the way a run reads it (`benchmarks.read_data_file`), so `check` refuses
+what the run would. A run records in `run.json` (`data_canonical`, and each input's `canonical`)
+whether every data file it read was canonical; the analysis header says so.
 
 The shipped digests were written by `write_canonical(data_root)` from the study's files (the digests
 published with them agree).
@@ -28,7 +31,9 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from rlvr_sweep.data.jsonl import DataError, read_jsonl
+from rlvr_sweep.config import DataConfig
+from rlvr_sweep.data.benchmarks import read_data_file
+from rlvr_sweep.data.jsonl import DataError, json_problem, need_folder, not_utf8, os_error_line, read_jsonl
 from rlvr_sweep.data.splits import SPLIT_NAMES, SOURCE_FILES, _jsonl_bytes, build_splits
 from rlvr_sweep.io import file_sha256
 
@@ -40,7 +45,7 @@ LINE_DIGITS = 8
 @dataclass
 class Finding:
     file: str
-    status: str  # ok | differs | missing
+    status: str  # ok | differs | missing | malformed | unreadable (the last two: exit 2)
     detail: str = ""
 
     def line(self) -> str:
@@ -90,16 +95,48 @@ def _first_difference(lines: list[bytes], expected: list[str]) -> str:
     return "same lines, other bytes (line endings or a final newline)"
 
 
+def _unusable(name: str, cfg: DataConfig) -> str | None:
+    """Why a run could not read the data file `name` as it is (one line), or None."""
+    try:
+        read_data_file(name, cfg)
+    except DataError as err:
+        return str(err)
+    return None
+
+
 def check_file(path: Path) -> Finding:
     name = Path(path).name
     want = canonical()["files"][name]
     if not path.is_file():
         return Finding(name, "missing", f"not in {path.parent} (python -m rlvr_sweep.data prepare)")
-    if file_sha256(path) == want["sha256"]:
-        return Finding(name, "ok", f"{want['rows']} rows, sha256 {want['sha256'][:12]}")
-    lines = path.read_bytes().splitlines(keepends=True)
+    try:
+        if file_sha256(path) == want["sha256"]:
+            return Finding(name, "ok", f"{want['rows']} rows, sha256 {want['sha256'][:12]}")
+        problem = _unusable(name, DataConfig(root=str(path.parent)))
+        if problem:
+            return Finding(name, "malformed", problem)
+        lines = path.read_bytes().splitlines(keepends=True)
+    except OSError as err:
+        return Finding(name, "unreadable", os_error_line(err))
     rows = f"{len(lines)} rows (canonical {want['rows']})" if len(lines) != want["rows"] else f"{len(lines)} rows"
     return Finding(name, "differs", f"{rows}; {_first_difference(lines, canonical_lines()[name])}")
+
+
+def _meta(path: Path) -> tuple[dict, str | None]:
+    """A split's `.meta.json` ({} when absent) and what is wrong with it (one line), if anything."""
+    if not path.is_file():
+        return {}, None
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        return {}, not_utf8(path)
+    except (ValueError, RecursionError) as err:
+        return {}, f"{path}: not valid JSON ({json_problem(err)})"
+    if not isinstance(info, dict):
+        return {}, f"{path}: expected a JSON object, got {type(info).__name__}"
+    if not isinstance(info.get("sources", {}), dict):
+        return {}, f"{path}: field 'sources' is not an object"
+    return info, None
 
 
 def check_splits(data_root: Path, splits_dir: Path) -> list[Finding]:
@@ -112,27 +149,38 @@ def check_splits(data_root: Path, splits_dir: Path) -> list[Finding]:
             findings.append(Finding(f"splits/{file}", "missing", f"not in {splits_dir} (python -m rlvr_sweep.data "
                                     f"build-splits --out {splits_dir} --seed {want['seed']})"))
             continue
-        if file_sha256(path) == want["files"][file]["sha256"]:
-            findings.append(Finding(f"splits/{file}", "ok", f"{want['files'][file]['rows']} rows, seed {want['seed']}"))
+        try:
+            if file_sha256(path) == want["files"][file]["sha256"]:
+                rows = want["files"][file]["rows"]
+                findings.append(Finding(f"splits/{file}", "ok", f"{rows} rows, seed {want['seed']}"))
+                continue
+            info, problem = _meta(splits_dir / f"{name}.meta.json")
+            problem = _unusable(file, DataConfig(root=str(data_root), splits_dir=str(splits_dir))) or problem
+            if problem:
+                findings.append(Finding(f"splits/{file}", "malformed", problem))
+                continue
+            lines = path.read_bytes().splitlines(keepends=True)
+        except OSError as err:
+            findings.append(Finding(f"splits/{file}", "unreadable", os_error_line(err)))
             continue
         detail = []
-        meta = splits_dir / f"{name}.meta.json"
-        if meta.is_file():
-            info = json.loads(meta.read_text())
-            if info.get("seed") != want["seed"]:
-                detail.append(f"built with seed {info.get('seed')} (canonical {want['seed']})")
-            other = [s for s, d in (info.get("sources") or {}).items() if d != canonical()["files"][s]["sha256"]]
-            if other:
-                detail.append(f"built from a non-canonical {', '.join(other)}")
-        lines = path.read_bytes().splitlines(keepends=True)
+        if info and info.get("seed") != want["seed"]:
+            detail.append(f"built with seed {info.get('seed')!r} (canonical {want['seed']})")
+        other = [s for s, d in (info.get("sources") or {}).items()
+                 if d != canonical()["files"].get(s, {}).get("sha256")]
+        if other:
+            detail.append(f"built from a non-canonical {', '.join(other)}")
         if len(lines) != want["files"][file]["rows"]:
             detail.append(f"{len(lines)} rows (canonical {want['files'][file]['rows']})")
         if not detail and all((data_root / s).is_file() for s in SOURCE_FILES):
-            if rebuilt is None:
-                rebuilt = build_splits(read_jsonl(data_root / "math_train.jsonl"),
-                                       read_jsonl(data_root / "math500.jsonl"), want["seed"])
-            expected = [line_digest(x) for x in _jsonl_bytes(rebuilt[name]).splitlines(keepends=True)]
-            detail.append(_first_difference(lines, expected) + " (against the split rebuilt from the data root)")
+            try:
+                if rebuilt is None:
+                    rebuilt = build_splits(read_jsonl(data_root / "math_train.jsonl"),
+                                           read_jsonl(data_root / "math500.jsonl"), want["seed"])
+                expected = [line_digest(x) for x in _jsonl_bytes(rebuilt[name]).splitlines(keepends=True)]
+                detail.append(_first_difference(lines, expected) + " (against the split rebuilt from the data root)")
+            except DataError as err:  # the data root's own file says why (its line above)
+                detail.append(f"not compared with a rebuilt split: {err}")
         findings.append(Finding(f"splits/{file}", "differs", "; ".join(detail)))
     return findings
 
@@ -140,9 +188,12 @@ def check_splits(data_root: Path, splits_dir: Path) -> list[Finding]:
 def check(data_root, splits_dir=None) -> list[Finding]:
     data_root = Path(data_root)
     if not data_root.is_dir():
-        raise DataError(f"data root {data_root} is not a folder (--data-root, or RLVR_SWEEP_DATA)")
+        raise DataError(f"data root {data_root} " + ("is a file, not a folder" if data_root.exists() else
+                        "is not a folder: it does not exist") + " (--data-root, or RLVR_SWEEP_DATA)")
+    splits_dir = Path(splits_dir) if splits_dir else data_root / "splits"
+    need_folder(splits_dir, "splits folder")
     findings = [check_file(data_root / name) for name in DATA_FILES]
-    return findings + check_splits(data_root, Path(splits_dir) if splits_dir else data_root / "splits")
+    return findings + check_splits(data_root, splits_dir)
 
 
 def main(args) -> int:
@@ -154,9 +205,11 @@ def main(args) -> int:
     for f in findings:
         print(f.line())
     bad = [f for f in findings if f.status != "ok"]
+    unusable = [f for f in bad if f.status in ("malformed", "unreadable")]
     print(f"{len(findings) - len(bad)} of {len(findings)} files canonical"
-          + (f"; {len(bad)} differ or are missing" if bad else ""))
-    return 1 if bad else 0
+          + (f"; {len(bad) - len(unusable)} differ or are missing" if len(bad) > len(unusable) else "")
+          + (f"; {len(unusable)} malformed or unreadable (a run would refuse them)" if unusable else ""))
+    return 2 if unusable else 1 if bad else 0
 
 
 def write_canonical(data_root, package_dir=None) -> None:

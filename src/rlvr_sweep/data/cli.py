@@ -7,7 +7,9 @@ sources, their comparison with the canonical files, and the paper's splits.
     build-splits --out DIR --seed N [--data-root DIR] [--force]                 (data.splits)
 
 `--data-root` defaults to `$RLVR_SWEEP_DATA`, else `data` (the training config's `data.root` default).
-Exit 0 done, 1 refused (a differing file, an existing different output), 2 bad input.
+Exit 0 done, 1 refused (a differing file, an existing different output), 2 bad input: a malformed or
+unreadable file (one line: file, line, reason), a folder that is a file, or outputs that could not be
+written (a full disk: the previous files are left as they were).
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         return prepare.main(args)
     if args.command == "check":
         return check_task(args.task, args.data_root) if args.task else canonical.main(args)
+    if Path(args.data_root).exists() and not Path(args.data_root).is_dir():
+        print(f"build-splits: error: data root {args.data_root} is a file, not a folder (--data-root)", file=sys.stderr)
+        return 2
     missing = [n for n in splits.SOURCE_FILES if not (Path(args.data_root) / n).is_file()]
     if missing:
         print(f"build-splits: error: {', '.join(missing)} not found in {args.data_root} (--data-root; "

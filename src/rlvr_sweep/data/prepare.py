@@ -33,10 +33,15 @@ given, UTF-8, `\\n` endings; rows in upstream order):
   number as an integer string: `27.0` -> `"27"`), `unique_id` (`amc23/<id>`), `url`; the duplicate
   `question` must equal `problem` and is dropped. An answer that is not a whole number is refused.
 
-A row that cannot be converted fails with the file, its line (JSON Lines) or row (JSON arrays, 0-based)
-and the reason, before anything is written. An existing output that differs is not overwritten unless
-`--force` is given (identical files are left alone). `python -m rlvr_sweep.data check` then compares
-the data root with the canonical files (`data.canonical`).
+Every row is converted before anything is written. A row that cannot be converted (a line that is not
+UTF-8 or not JSON, a field missing, an answer that breaks its rule, two rows with one id) fails in one
+line with the file, its line (JSON Lines; both lines for a shared id) or row (JSON arrays, 0-based) and
+the reason, exit 2. The files that change are written as a set (`jsonl.write_files`: all into a
+temporary folder inside the data root, then renamed in), so a failure, a full disk included, leaves the
+previous files or none, never a mix; that too is one line, exit 2, as is a data root that is a file. An
+existing output that differs is not overwritten unless `--force` is given (exit 1; identical files are
+left alone). `python -m rlvr_sweep.data check` then compares the data root with the canonical files
+(`data.canonical`).
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from rlvr_sweep.data.jsonl import DataError
+from rlvr_sweep.data.jsonl import DataError, json_problem, need_folder, not_utf8, os_error_line, write_files
 from rlvr_sweep.io import atomic_write_bytes
 
 GITHUB = "https://raw.githubusercontent.com"
@@ -82,16 +87,28 @@ SOURCES = (
         f"{GITHUB}/QwenLM/Qwen2.5-Math/main/evaluation/data/amc23/test.jsonl",)),
 )
 NUMBER = re.compile(r"-?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?")  # a GSM8K final answer, thousands commas allowed
+MAX_DIGITS = 15  # an AMC answer's (see whole_number)
 
 
 # -- reading upstream files ------------------------------------------------------------------------
 
+def _read_text(path: Path) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DataError(not_utf8(path, data)) from None
+
+
 def _json_array(path: Path) -> list[tuple[str, dict]]:
     """(where, row) of a JSON array file: where = "file: row N"."""
+    text = _read_text(path)
     try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
+        rows = json.loads(text)
     except json.JSONDecodeError as err:
-        raise DataError(f"{path}: not a JSON file ({err.msg} at line {err.lineno})") from None
+        raise DataError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    except (ValueError, RecursionError) as err:  # a number of over 4300 digits, nesting too deep
+        raise DataError(f"{path}: not valid JSON ({json_problem(err)})") from None
     if not isinstance(rows, list):
         raise DataError(f"{path}: expected a JSON array of rows, got {type(rows).__name__}")
     return [(f"{path}: row {i}", row) for i, row in enumerate(rows)]
@@ -99,14 +116,31 @@ def _json_array(path: Path) -> list[tuple[str, dict]]:
 
 def _json_lines(path: Path) -> list[tuple[str, dict]]:
     out = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    # split at "\n" only: str.splitlines also splits inside a JSON string holding U+2028 or U+0085
+    for lineno, line in enumerate(_read_text(path).split("\n"), start=1):
         if not line.strip():
             continue
         try:
             out.append((f"{path}:{lineno}", json.loads(line)))
-        except json.JSONDecodeError as err:
-            raise DataError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+        except (ValueError, RecursionError) as err:
+            raise DataError(f"{path}:{lineno}: not valid JSON ({json_problem(err)})") from None
     return out
+
+
+def _distinct(seen: dict, uid, where: str, path: Path) -> None:
+    """Refuse a second row with the id `uid`, naming both: two problems under one id would be graded and
+    counted as one item (`seen`: id -> where, filled here)."""
+    if uid in seen:
+        again = where.removeprefix(f"{path}: ").removeprefix(str(path))  # ":17" (JSON Lines), "row 16" (arrays)
+        raise DataError(f"{seen[uid]} and {again} share the id {_short(uid)}")
+    seen[uid] = where
+
+
+def _short(value) -> str:
+    """`repr(value)`, cut to fit a one-line error (a 401-digit answer is named, not printed)."""
+    text = repr(value)
+    unit = "digits" if isinstance(value, int) else "characters"
+    return text if len(text) <= 40 else f"{text[:24]}... ({len(text)} {unit})"
 
 
 def _text(where: str, row, key: str, empty_ok: bool = False) -> str:
@@ -131,7 +165,7 @@ def _folder(subject: str) -> str:
 
 
 def math_train_rows(path: Path) -> list[dict]:
-    paths, out = math_paths(), []
+    paths, out, seen = math_paths(), [], {}
     for where, row in _json_array(path):
         problem, solution, subject = (_text(where, row, k) for k in ("problem", "solution", "type"))
         answer = row.get("answer")
@@ -140,9 +174,10 @@ def math_train_rows(path: Path) -> list[dict]:
         if not isinstance(answer, str):
             raise DataError(f"{where}: field 'answer' is not a string")
         if not isinstance(uid, int) or uid not in paths:
-            raise DataError(f"{where}: unique_id {uid!r} is not one of the 12,000 MATH-minus-MATH-500 rows")
+            raise DataError(f"{where}: unique_id {_short(uid)} is not one of the 12,000 MATH-minus-MATH-500 rows")
+        _distinct(seen, uid, where, path)
         if not isinstance(level, str) or not level.startswith("Level "):
-            raise DataError(f"{where}: level {level!r} is not 'Level k'")
+            raise DataError(f"{where}: level {_short(level)} is not 'Level k'")
         if paths[uid].split("/")[1] != _folder(subject):
             raise DataError(f"{where}: subject {subject!r} but unique_id {uid} is {paths[uid]}")
         out.append({"problem": problem, "answer": answer, "solution": solution, "subject": subject,
@@ -151,12 +186,13 @@ def math_train_rows(path: Path) -> list[dict]:
 
 
 def math500_rows(path: Path) -> list[dict]:
-    out = []
+    out, seen = [], {}
     for where, row in _json_array(path):
         fields = {k: _text(where, row, k) for k in ("problem", "answer", "solution", "subject", "unique_id")}
         level = row.get("level")
         if not isinstance(level, int) or isinstance(level, bool) or not 1 <= level <= 5:
-            raise DataError(f"{where}: level {level!r} is not an integer 1-5")
+            raise DataError(f"{where}: level {_short(level)} is not an integer 1-5")
+        _distinct(seen, fields["unique_id"], where, path)
         out.append({"problem": fields["problem"], "answer": fields["answer"], "solution": fields["solution"],
                     "subject": fields["subject"], "level": level, "unique_id": fields["unique_id"]})
     return out
@@ -183,24 +219,27 @@ def gsm8k_rows(path: Path) -> list[dict]:
 
 
 def whole_number(where: str, value) -> str:
-    """An AMC answer as an integer string (27.0 -> "27"); a DataError when it is not a whole number."""
+    """An AMC answer as an integer string (27.0 -> "27"); a DataError when it is not a whole number of at
+    most 15 digits. Upstream stores answers as floats, which hold whole numbers exactly only that far (the
+    set's largest answer is 3159), and a 401-digit one would not fit a float at all."""
     try:
-        number = float(value) if not isinstance(value, bool) else None
-    except (TypeError, ValueError):
+        number = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
+    except (ValueError, OverflowError):
         number = None
-    if number is None or not number.is_integer():
-        raise DataError(f"{where}: answer {value!r} is not a whole number")
+    if number is None or not number.is_integer() or abs(number) >= 10 ** MAX_DIGITS:
+        raise DataError(f"{where}: answer {_short(value)} is not a whole number of at most {MAX_DIGITS} digits")
     return str(int(number))
 
 
 def amc23_rows(path: Path) -> list[dict]:
-    out = []
+    out, seen = [], {}
     for where, row in _json_lines(path):
         problem = _text(where, row, "problem")
         if "question" in row and row["question"] != problem:
             raise DataError(f"{where}: 'question' differs from 'problem'")
         if not isinstance(row.get("id"), int):
             raise DataError(f"{where}: field 'id' missing or not an integer")
+        _distinct(seen, f"amc23/{row['id']}", where, path)
         out.append({"problem": problem, "answer": whole_number(where, row.get("answer")),
                     "unique_id": f"amc23/{row['id']}", "url": _text(where, row, "url")})
     return out
@@ -233,11 +272,19 @@ def download(source: Source, raw_dir: Path, mirror: str | None = None, timeout: 
     raise DataError(f"could not fetch {source.raw}: " + "; ".join(errors))
 
 
+class OutputsDiffer(FileExistsError):
+    """A data file exists with other content and `--force` was not given."""
+
+
 def prepare(raw_dir, data_root, download_missing: bool = False, mirror: str | None = None, force: bool = False,
             say=print) -> dict[str, str]:
     """Convert every upstream file in `raw_dir` (fetching missing ones first when asked) into `data_root`.
-    Returns {file: "written" | "unchanged"}. Every row is converted before any file is written."""
+    Returns {file: "written" | "unchanged"}. Every row is converted before any file is written, and the
+    files that change are written as a set (`jsonl.write_files`): a failure, a full disk included, leaves
+    the previous files, never some new ones beside old ones."""
     raw_dir, data_root = Path(raw_dir), Path(data_root)
+    need_folder(data_root, "data root")
+    need_folder(raw_dir, "raw folder")
     for source in SOURCES:
         if not (raw_dir / source.raw).is_file():
             if not download_missing:
@@ -245,19 +292,14 @@ def prepare(raw_dir, data_root, download_missing: bool = False, mirror: str | No
                                 "or run with --download")
             say(f"fetched {download(source, raw_dir, mirror)} -> {raw_dir / source.raw}")
     bodies = {s.output: jsonl_bytes(RULES[s.output](raw_dir / s.raw)) for s in SOURCES}
-    conflicts = [n for n, body in bodies.items() if (data_root / n).exists() and (data_root / n).read_bytes() != body]
+    done = {n: "unchanged" if (data_root / n).is_file() and (data_root / n).read_bytes() == body else "written"
+            for n, body in bodies.items()}
+    conflicts = [n for n in bodies if done[n] == "written" and (data_root / n).exists()]
     if conflicts and not force:
-        raise FileExistsError(f"{', '.join(str(data_root / n) for n in conflicts)} exist(s) with other content; "
-                              "--force overwrites")
-    data_root.mkdir(parents=True, exist_ok=True)
-    done = {}
+        raise OutputsDiffer(f"{', '.join(str(data_root / n) for n in conflicts)} exist(s) with other content; "
+                            "--force overwrites")
+    write_files(data_root, {n: body for n, body in bodies.items() if done[n] == "written"})
     for name, body in bodies.items():
-        path = data_root / name
-        if path.is_file() and path.read_bytes() == body:
-            done[name] = "unchanged"
-        else:
-            atomic_write_bytes(path, body)
-            done[name] = "written"
         rows = body.count(b"\n")
         say(f"  {name:<18} {rows:>6} rows  {done[name]}")
     return done
@@ -269,9 +311,12 @@ def main(args) -> int:
     except DataError as err:
         print(f"prepare: error: {err}", file=sys.stderr)
         return 2
-    except FileExistsError as err:
+    except OutputsDiffer as err:
         print(f"prepare: error: {err}", file=sys.stderr)
         return 1
+    except OSError as err:  # a full disk, a file it may not read or write: one line, nothing half-written
+        print(f"prepare: error: {os_error_line(err)}", file=sys.stderr)
+        return 2
     print(f"wrote the data files to {args.data_root}; check them with "
           f"`python -m rlvr_sweep.data check --data-root {args.data_root}`")
     return 0

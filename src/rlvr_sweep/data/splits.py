@@ -71,10 +71,12 @@ Files.  ``<name>.jsonl`` holds one ``json.dumps(row, ensure_ascii=False, sort_ke
 line with ``"\\n"`` endings.  ``<name>.meta.json`` records the name, seed, row count, per-subject
 and per-level counts, the sha256 of each source file, the sha256 of the jsonl and the rule text
 below; ``manifest.json`` lists the three splits with the checksums of both files.  Neither holds
-paths or timestamps, so the same seed and sources give byte-identical files.  Every file is
-written to a temporary file in the output folder and moved into place with ``os.replace``.  If
-any target file exists with different content, nothing is written and the command fails naming
-the file(s), unless ``--force`` is given; files whose content is already identical are left alone.
+paths or timestamps, so the same seed and sources give byte-identical files.  The seven files
+are written as a set (``data.jsonl.write_files``: all into a temporary folder inside the output
+folder, then renamed in), so a failure such as a full disk leaves the previous set or nothing, never
+splits beside a manifest of other ones.  If any target file exists with different content, nothing
+is written and the command fails naming the file(s), unless ``--force`` is given; files whose
+content is already identical are left alone.
 """
 
 from __future__ import annotations
@@ -87,8 +89,7 @@ import sys
 from collections import Counter, deque
 from pathlib import Path
 
-from rlvr_sweep.data.jsonl import DataError, read_jsonl
-from rlvr_sweep.io import atomic_write
+from rlvr_sweep.data.jsonl import DataError, need_folder, os_error_line, read_jsonl, write_files
 
 SUBJECTS = (
     "Algebra",
@@ -294,16 +295,6 @@ def _json_bytes(obj) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, sort_keys=True, indent=2) + "\n").encode("utf-8")
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    atomic_write(path, lambda f: f.write(data), mode=0o666 & ~_umask())
-
-
 def write_splits(
     splits: dict[str, list[dict]],
     out_dir: str | os.PathLike,
@@ -314,9 +305,10 @@ def write_splits(
     """Write ``<name>.jsonl``, ``<name>.meta.json`` and ``manifest.json`` under out_dir; returns the manifest.
 
     Raises SplitsConflictError (before writing anything) if a target exists with different
-    content and ``force`` is false.
+    content and ``force`` is false; the files that change are written as a set (``write_files``).
     """
     out = Path(out_dir)
+    need_folder(out, "splits folder")
     sources = {k: source_checksums[k] for k in sorted(source_checksums)}
     files: list[tuple[Path, bytes]] = []
     entries = []
@@ -351,11 +343,7 @@ def write_splits(
     conflicts = [p for p, data in files if p.exists() and (not p.is_file() or p.read_bytes() != data)]
     if conflicts and not force:
         raise SplitsConflictError(conflicts)
-    out.mkdir(parents=True, exist_ok=True)
-    for path, data in files:
-        if path.is_file() and path.read_bytes() == data:
-            continue
-        _atomic_write(path, data)
+    write_files(out, {p.name: data for p, data in files if not (p.is_file() and p.read_bytes() == data)})
     return manifest
 
 
@@ -373,6 +361,9 @@ def build_splits_command(args) -> int:
     except DataError as err:
         print(f"build-splits: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:
+        print(f"build-splits: error: {os_error_line(err)}", file=sys.stderr)
+        return 2
     for name, digest in checksums.items():
         if digest != KNOWN_SOURCE_SHA256[name]:
             print(f"build-splits: warning: {root / name} sha256 {digest[:12]} differs from the canonical "
@@ -382,6 +373,12 @@ def build_splits_command(args) -> int:
     except SplitsConflictError as err:
         print(f"build-splits: error: {err}", file=sys.stderr)
         return 1
+    except DataError as err:
+        print(f"build-splits: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a full disk, a folder it may not write: one line, the previous set left whole
+        print(f"build-splits: error: {os_error_line(err)}", file=sys.stderr)
+        return 2
     print(f"wrote splits (seed {args.seed}) to {args.out}")
     for e in manifest["splits"]:
         print(f"  {e['name']:<24} {e['rows']:>6} rows  sha256 {e['sha256'][:12]}")

@@ -96,6 +96,16 @@ def _foreign_rows(path: Path, parquet: pq.ParquetFile, info: dict) -> str | None
     return None
 
 
+def _recorded_error(recorded) -> str:
+    """A failed run's recorded error, first line (and where a plugin raised it), as the reason it shows."""
+    error = recorded.get("error") if isinstance(recorded, dict) else None
+    if not isinstance(error, str) or not error.strip():
+        return ""
+    first = error.strip().splitlines()[0][:300]
+    where = recorded.get("error_in")
+    return f": {first}" + (f" ({where})" if isinstance(where, str) and where else "")
+
+
 def _check_run(folder: Path, memo: Remembered | None = None) -> tuple[dict | None, str | None, dict]:
     """(run.json, None, its tables) for a finished, intact, current-schema run; else (None, why, {}).
     The tables are {name: (path, sha256, arrow schema)}: each file's bytes hashed against the manifest
@@ -103,10 +113,11 @@ def _check_run(folder: Path, memo: Remembered | None = None) -> tuple[dict | Non
     (`store.remembered`): a table in the state it was checked in is not read at all."""
     if not (folder / DONE_MARKER).is_file():
         try:
-            status = json.loads((folder / RUN_JSON).read_text()).get("status", "?")
+            recorded = json.loads((folder / RUN_JSON).read_text())
+            status = recorded.get("status", "?")
         except (OSError, ValueError, AttributeError):
-            status = "unknown"
-        return None, f"unfinished (run.json status: {status})", {}
+            recorded, status = {}, "unknown"
+        return None, f"unfinished (run.json status: {status}{_recorded_error(recorded)})", {}
     try:
         info = json.loads((folder / RUN_JSON).read_text())
     except (OSError, ValueError) as err:

@@ -69,13 +69,14 @@ def walk(root) -> Walk:
             out.probes.append(folder)
             continue
         for entry in reversed(children):
+            path = folder / entry.name
             try:
-                is_dir = entry.is_dir()  # follows symlinks
-            except OSError:
-                is_dir = False
+                is_dir = entry.is_dir()  # follows symlinks; False for a broken link
+            except OSError as err:  # cannot even be told a folder or not: named, as a folder not read is
+                out.skipped.append((path, f"cannot be read ({err.strerror or err})"))
+                continue
             if not is_dir:
                 continue
-            path = folder / entry.name
             if is_stale(path):
                 out.stale.append(path)
             else:

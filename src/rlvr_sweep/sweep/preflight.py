@@ -23,7 +23,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, OverrideType
 from omegaconf import DictConfig, OmegaConf
 from rlvr_sweep.config import build_config
-from rlvr_sweep.sweep.records import write_records
+from rlvr_sweep.sweep.records import Launch
 
 
 CHECKED_JOBS: set[tuple[str, ...]] = set()  # every job `check_sweep` passed, as `job_part` gives it
@@ -104,7 +104,9 @@ _ABSENT = object()
 def check_sweep(conf_dir: str, overrides: list[str], record: bool = True) -> int:
     """Compose and plan every job (`run.plan`: settings, data rows, model folder, prompt lengths; a job
     whose run is finished only as far as `run.plan.locate` finds it); returns the number of jobs checked.
-    With `record`, the jobs are written down for `status` (`sweep.records`)."""
+    With `record`, the jobs are written down for `status` (`sweep.records`) from the first one located,
+    marked `checking` until every job passed, so a sweep is visible during a long preflight; a sweep the
+    preflight refuses (or that is interrupted in it) leaves no record."""
     from rlvr_sweep.run import plan
     from rlvr_sweep.run.loggers import check_loggers
     from rlvr_sweep.store import is_finished
@@ -114,19 +116,27 @@ def check_sweep(conf_dir: str, overrides: list[str], record: bool = True) -> int
         if not is_finished(run_dir):  # a finished run was checked when it ran
             plan(cfg)
 
-    jobs = located_jobs(conf_dir, overrides, check)
+    launch = Launch(overrides) if record else None
+    try:
+        jobs = located_jobs(conf_dir, overrides, check, located=launch.add if launch else None)
+    except BaseException:
+        if launch:
+            launch.forget()
+        raise
     CHECKED_JOBS.update(tuple(job["overrides"]) for job in jobs)
-    if record:
-        write_records(jobs, overrides)
+    if launch:
+        launch.finish()
     return len(jobs)
 
 
-def located_jobs(conf_dir: str, overrides: list[str], check=None) -> list[dict]:
+def located_jobs(conf_dir: str, overrides: list[str], check=None, located=None) -> list[dict]:
     """Every job of the sweep composed, built and located (`run.plan.locate`), as `job_record`s, each
-    also passed to `check(cfg, run_dir)`; the first job that fails raises PreflightError naming it."""
+    passed to `located(job, n_jobs)` as soon as it is located; then each is passed to `check(cfg,
+    run_dir)` (the long part: every job is located, and recorded, before any is checked). The first job
+    that fails raises PreflightError naming it."""
     from rlvr_sweep.run.plan import locate
 
-    located = []
+    found = []
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
         try:
             jobs = sweep_jobs(conf_dir, job_part(overrides))
@@ -136,13 +146,19 @@ def located_jobs(conf_dir: str, overrides: list[str], check=None) -> list[dict]:
         for number, job in enumerate(jobs, start=1):
             try:
                 cfg = build_config(next(configs))
-                run_dir = locate(cfg).run_dir
-                if check:
-                    check(cfg, run_dir)
+                where = locate(cfg)
             except Exception as err:
                 raise PreflightError(f"job {number} of {len(jobs)} ({' '.join(job)}): {one_line(err)}") from err
-            located.append(job_record(number, job, cfg, run_dir))
-    return located
+            found.append((job_record(number, job, cfg, where.run_dir, where.identity.run), cfg, where.run_dir))
+            if located:
+                located(found[-1][0], len(jobs))
+        for record, cfg, run_dir in found if check else ():
+            try:
+                check(cfg, run_dir)
+            except Exception as err:
+                raise PreflightError(f"job {record['number']} of {len(jobs)} ({' '.join(record['overrides'])}): "
+                                     f"{one_line(err)}") from err
+    return [record for record, _, _ in found]
 
 
 def one_line(err: BaseException) -> str:
@@ -177,10 +193,11 @@ def composition_problem(conf_dir: str, overrides: list[str]) -> str | None:
     return None
 
 
-def job_record(number: int, job: list[str], cfg, run_dir) -> dict:
-    """What `status` shows of a job before its run folder exists (`sweep.records`)."""
+def job_record(number: int, job: list[str], cfg, run_dir, run_hash: str | None = None) -> dict:
+    """What `status` shows of a job before its run folder exists (`sweep.records`, which keeps `run_dir`
+    relative to `out_root`)."""
     from rlvr_sweep.config import paper_arm
 
     return {"number": number, "overrides": job, "arm": cfg.arm, "paper_arm": paper_arm(cfg), "seed": cfg.seed,
             "horizon": cfg.horizon.tokens, "profile": cfg.profile.name, "out_root": str(Path(cfg.run.out_root).resolve()),
-            "run_dir": str(Path(run_dir).resolve())}
+            "run_dir": str(Path(run_dir).resolve()), "run_hash": run_hash}

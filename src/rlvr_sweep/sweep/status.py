@@ -13,77 +13,149 @@ A run folder (found by `store.walk`, as `collect` finds it) is in one of these s
 - `moved aside`: a folder a run that started over moved aside (`.stale-` in its name; never read).
 
 A job that the sweep's launch record (`sweep.records`) lists but whose folder does not exist yet is
-`queued` (a SLURM job and array index, with `squeue`'s state and reason when `squeue` is there; a job
-of a basic-launcher sweep whose process still runs), `starting` (SLURM runs the job, which has not made
-its folder yet: it is importing and loading), `lost` (its SLURM job left the queue without
-making a folder) or `not started` (its sweep's process has ended). `planned` states say, for the
-jobs a sweep command would make, what a relaunch would do with each.
+`checking` (its sweep's preflight, still running, is checking the jobs), `queued` (a SLURM job and array
+index, with `squeue`'s state and reason, or what failed when `squeue` did; a job of a basic-launcher sweep
+whose very process still runs), `starting` (SLURM runs the job, which has not made its folder yet: it is
+importing and loading), `lost` (its SLURM job left the queue without making a folder) or `not started`
+(its sweep's process has ended, or its pid now belongs to a later process). Recorded jobs are matched to
+folders by where they lie under the root and by run hash, so a moved or copied root shows each run once.
+`planned_report` says, for the jobs a sweep command would make, the same states and what a relaunch
+would do with each.
+
+Every file read here is untrusted (CONVENTIONS #21): a run.json, progress file, lock file or launch
+record with a missing or wrong-typed field is shown as far as it can be and named in one line
+(`records.Problems`), and a file or folder that cannot be read is named; none of them hides the others.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 from rlvr_sweep.store import walk
-from rlvr_sweep.store.beacon import read_progress
-from rlvr_sweep.store.lock import lock_holder
+from rlvr_sweep.store.beacon import PROGRESS_JSON
+from rlvr_sweep.store.lock import lock_holder, lock_path
 from rlvr_sweep.store.manifest import CHECKPOINT
-from rlvr_sweep.store.rundir import DONE_MARKER, read_run_json
-from rlvr_sweep.sweep.records import read_records
+from rlvr_sweep.store.rundir import DONE_MARKER, RUN_JSON
+from rlvr_sweep.sweep.records import (
+    CHECKING,
+    SWEEPS,
+    Problems,
+    check_fields,
+    latest_jobs,
+    launcher,
+    place,
+    read_json,
+    read_records,
+    wrong_type,
+)
 
-STATES = ("finished", "running", "busy", "starting", "queued", "failed", "dead", "lost", "not started", "moved aside")
+STATES = ("finished", "running", "busy", "starting", "checking", "queued", "failed", "dead", "lost", "not started",
+          "moved aside")
 FIELDS = ("arm", "paper_arm", "horizon", "seed", "profile")
+RUN_FIELDS = {"arm": "str", "paper_arm": "label", "horizon": "int", "seed": "int", "profile": "str", "status": "str",
+              "error": "str", "run_hash": "str", "accuracy": "object"}
+PROGRESS_FIELDS = {"pid": "int", "host": "str", "phase": "str", "done": "number", "total": "number", "unit": "str",
+                   "last_seconds": "number", "tokens_per_s": "number", "eta_s": "number", "updated_at": "number",
+                   "checkpoint_step": "int"}
+HOLDER_FIELDS = {"pid": "int", "host": "str", "started": "number"}
 
 
 def sweep_states(root) -> list[dict]:
+    """The rows of `sweep_report`."""
+    return sweep_report(root)[0]
+
+
+def sweep_report(root) -> tuple[list[dict], Problems]:
     """One row per run folder under `root`, then per recorded job without a folder, then per folder
-    moved aside: {arm, paper_arm, horizon, seed, profile, state, detail, run_dir, ...}."""
+    moved aside ({arm, paper_arm, horizon, seed, profile, state, detail, run_dir, ...}; `problems`: the
+    lines naming what was wrong in the row's own files); and every problem met, the walker's unread
+    folders included."""
+    problems = Problems()
     found = walk(root)
-    recorded = _latest_jobs(root)
-    rows = [_with_job(folder_state(d), recorded.get(str(Path(d).resolve()))) for d in found.runs]
-    have = {str(Path(d).resolve()) for d in found.runs}
-    rows += [job_state(job, record) for job, record in recorded.items() if job not in have]
-    rows += [{**_fields(read_json_or_empty(d)), "state": "moved aside", "detail": "", "run_dir": str(d)}
-             for d in found.stale]
+    for path, why in found.skipped:
+        problems.not_read(path, why, kind="folder")
+    rows = [folder_state(d, problems) for d in found.runs]
+    home = place(Path(root) / SWEEPS)  # a profile folder's parent's records: only the jobs under the profile
+    jobs = [j for j in latest_jobs(read_records(Path(root), problems))
+            if place(Path(j["record"]["path"]).parent) == home or _inside(j["where"], root)]
+    rows += _unmatched_jobs(rows, jobs)
+    for d in found.stale:
+        info = read_json(d / RUN_JSON, problems, missing_ok=True) or {}
+        rows.append({**{k: info.get(k) for k in FIELDS}, "state": "moved aside", "detail": "", "run_dir": str(d)})
     _add_squeue(rows)
-    return sorted(rows, key=_order)
+    return sorted(rows, key=_order), problems
 
 
-def _with_job(row: dict, record: dict | None) -> dict:
+def _unmatched_jobs(rows: list[dict], jobs: list[dict]) -> list[dict]:
+    """A job whose run folder was found (where the record puts it, else by its run hash) names its SLURM
+    job on the folder's row; the others get rows of their own."""
+    by_place = {place(r["run_dir"]): r for r in rows}
+    by_hash = {r["run_hash"]: r for r in rows if r.get("run_hash")}
+    rest = []
+    for job in jobs:
+        row = by_place.get(place(job["where"])) or (by_hash.get(job["run_hash"]) if job["run_hash"] else None)
+        if row is not None:
+            _with_job(row, job)
+        else:
+            rest.append(job_state(job))
+    return rest
+
+
+def _with_job(row: dict, job: dict | None) -> dict:
     """A running folder's row names its SLURM (or local executor's) job, when the launch recorded one."""
-    job = (record or {}).get("job", {})
-    if job.get("job"):
-        row["job"] = job["job"]
-        if row["state"] in ("running", "busy"):
-            row["detail"] += f", {'SLURM' if job.get('scheduler') == 'slurm' else job.get('scheduler')} job {job['job']}"
+    if job is None or job.get("job") is None:
+        return row
+    row["job"] = job["job"]
+    if row["state"] in ("running", "busy"):
+        row["detail"] += f", {_scheduler(job)} job {job['job']}"
     return row
 
 
 def _order(row: dict) -> tuple:
-    """Profile, arm, horizon, seed (numbers as numbers), then the folder."""
-    return (str(row.get("profile")), str(row.get("arm")), row.get("horizon") or 0, row.get("seed") or 0,
+    """Profile, arm, horizon, seed (numbers as numbers, before anything else read there), then the folder."""
+    return (str(row.get("profile")), str(row.get("arm")), _sortable(row.get("horizon")), _sortable(row.get("seed")),
             row.get("state") == "moved aside", row["run_dir"])
 
 
-def folder_state(run_dir: Path) -> dict:
-    """The state of one run folder (module docstring)."""
-    info = read_json_or_empty(run_dir)
-    row = {**_fields(info), "run_dir": str(run_dir)}
+def _sortable(value) -> tuple:
+    if value is None or wrong_type(value, "number") is None:
+        return 0, value or 0, ""
+    return 1, 0, str(value)
+
+
+def folder_state(run_dir: Path, problems: Problems | None = None) -> dict:
+    """The state of one run folder (module docstring); what was wrong in its files is named in
+    `problems` and in the row's `problems`."""
+    problems = Problems() if problems is None else problems
+    start = len(problems.lines)
+    row = _folder_state(Path(run_dir), problems)
+    if len(problems.lines) > start:
+        row["problems"] = problems.lines[start:]
+    return row
+
+
+def _folder_state(run_dir: Path, problems: Problems) -> dict:
+    source = run_dir / RUN_JSON
+    info = read_json(source, problems) or {}
+    good = check_fields(info, RUN_FIELDS, source, problems)
+    row = {**{k: info.get(k) for k in FIELDS}, "run_hash": good["run_hash"], "run_dir": str(run_dir)}
     if (run_dir / DONE_MARKER).is_file():
-        return {**row, "state": "finished", "detail": _accuracy_line(info), "accuracy": info.get("accuracy")}
+        return {**row, "state": "finished", "detail": _accuracy_line(info, source, problems),
+                "accuracy": info.get("accuracy")}
     holder = lock_holder(run_dir)
-    progress = read_progress(run_dir)
+    raw = read_json(run_dir / PROGRESS_JSON, problems, missing_ok=True)
+    progress = check_fields(raw, PROGRESS_FIELDS, run_dir / PROGRESS_JSON, problems) if raw is not None else None
     if holder is not None:
-        mine = progress and (progress.get("pid"), progress.get("host")) == (holder.get("pid"), holder.get("host"))
-        if mine:
-            return {**row, "state": "running", "detail": _progress_line(progress), "progress": progress}
-        return {**row, "state": "busy", "detail": f"held by pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
-                f"{_since(holder.get('started'))}, no progress reported yet", "holder": holder}
+        held = check_fields(holder, HOLDER_FIELDS, lock_path(run_dir), problems)
+        if progress is not None and progress["pid"] is not None and (progress["pid"], progress["host"]) == (
+                held["pid"], held["host"]):
+            return {**row, "state": "running", "detail": _progress_line(progress), "progress": raw}
+        return {**row, "state": "busy", "detail": f"held by pid {held['pid'] or '?'} on {held['host'] or '?'}"
+                f"{_since(held['started'])}, no progress reported yet", "holder": holder}
     note, action = resume_of(run_dir, progress)
     if info.get("status") == "failed":
         first = (str(info.get("error") or "failed").strip().splitlines() or ["failed"])[0]
@@ -93,7 +165,7 @@ def folder_state(run_dir: Path) -> dict:
 
 def resume_of(run_dir: Path, progress: dict | None) -> tuple[str, str]:
     """What a relaunch does with an unfinished folder (`run.lifecycle._resume_or_start`): the words for
-    the detail column, and the action for `planned_states`' `would`."""
+    the detail column, and the action for `planned_report`'s `would`."""
     if (run_dir / CHECKPOINT).is_file():
         step = (progress or {}).get("checkpoint_step")
         where = f"from step {step}" if step is not None else "from its checkpoint"
@@ -104,38 +176,87 @@ def resume_of(run_dir: Path, progress: dict | None) -> tuple[str, str]:
     return "will be moved aside and started over (no checkpoint)", "move aside, start over"
 
 
-def job_state(run_dir: str, record: dict) -> dict:
-    """A recorded job whose run folder does not exist (yet)."""
-    job = record["job"]
-    row = {**{k: job.get(k) for k in FIELDS}, "run_dir": run_dir, "sweep_record": record["path"]}
-    if Path(run_dir).is_dir() and lock_holder(Path(run_dir)) is not None:
-        return {**row, "state": "starting", "detail": "its folder is locked, no run.json yet (loading the model)"}
-    if job.get("scheduler") == "slurm":
+def job_state(job: dict) -> dict:
+    """A recorded job (`latest_jobs`) whose run folder does not exist (yet)."""
+    record, where = job["record"], job["where"]
+    row = {**{k: job.get(k) for k in FIELDS}, "run_dir": str(where), "sweep_record": record["path"],
+           **({"problems": job["problems"]} if job.get("problems") else {})}
+    holder = lock_holder(where) if where.is_dir() else None
+    if holder is not None:
+        return {**row, **_loading(holder)}
+    if job["scheduler"] == "slurm":
+        if job["job"] is None:
+            return {**row, "state": "queued", "detail": "SLURM job ? (its record lacks the id, so squeue is not asked)"}
         return {**row, "state": "queued", "detail": f"SLURM job {job['job']}", "slurm_job": job["job"]}
-    if job.get("job"):
-        return {**row, "state": "queued", "detail": f"{job.get('scheduler', 'local')} job {job['job']}"}
-    alive = record["host"] == socket.gethostname() and _pid_alive(record["pid"])
-    if alive:
-        return {**row, "state": "queued", "detail": f"job {job['number']} of {record['n_jobs']} of the sweep run by "
-                f"pid {record['pid']} (basic launcher: one job after another)"}
-    where = "" if record["host"] == socket.gethostname() else f" on {record['host']}"
-    return {**row, "state": "not started", "detail": f"its sweep (pid {record['pid']}{where}) has ended; relaunch it"}
+    if job["job"] is not None:
+        return {**row, "state": "queued", "detail": f"{_scheduler(job)} job {job['job']}"}
+    how, pid, number = launcher(record), record["pid"], "?" if job["number"] is None else job["number"]
+    if how == "alive" and record["state"] == CHECKING:
+        return {**row, "state": "checking", "detail": f"job {number} of {record['n_jobs']} of the sweep whose "
+                f"preflight (pid {pid}) is checking its jobs; none is launched yet"}
+    if how == "alive":
+        return {**row, "state": "queued", "detail": f"job {number} of {record['n_jobs']} of the sweep run by "
+                f"pid {pid} (basic launcher: one job after another)"}
+    during = " in its preflight" if record["state"] == CHECKING else ""
+    detail = {"ended": f"its sweep (pid {pid}) has ended{during}; relaunch it",
+              "reused": f"its sweep (pid {pid}) has ended{during}: pid {pid} is now a process started after the "
+                        "sweep's record; relaunch it",
+              "elsewhere": f"its sweep (pid {pid} on {record['host']}) cannot be asked from this machine; relaunch "
+                           "it once it has ended",
+              "unknown": "its record does not say which process wrote it, where or when (named below); relaunch it "
+                         "once its sweep has ended"}[how]
+    return {**row, "state": "not started", "detail": detail}
 
 
-def planned_states(jobs: list[dict]) -> list[dict]:
-    """For the jobs a sweep command would make (`preflight.located_jobs`): each one's state and what a
-    relaunch now would do with it (`would`: skip, leave alone, resume, start over, start)."""
+def _loading(holder: dict) -> dict:
+    """A folder locked before its run.json is written: its process is importing and loading."""
+    return {"state": "starting", "detail": "its folder is locked, no run.json yet (loading the model)", "holder": holder}
+
+
+def _scheduler(job: dict) -> str:
+    return "SLURM" if job.get("scheduler") == "slurm" else (job.get("scheduler") or "an unrecorded scheduler's")
+
+
+def planned_report(jobs: list[dict]) -> tuple[list[dict], Problems]:
+    """For the jobs a sweep command would make (`preflight.located_jobs`): each one's state, as `status
+    ROOT` says it (a job a live sweep has queued is queued here too), and what a relaunch now would do
+    with it (`would`: skip, leave alone, resume, start over, start); and every problem met."""
+    problems = Problems()
+    recorded: dict = {}
+    for root in dict.fromkeys(str(job["out_root"]) for job in jobs):
+        for job in latest_jobs(read_records(Path(root), problems, parent=False)):
+            recorded[place(job["where"])] = job
+            if job["run_hash"]:
+                recorded[("hash", job["run_hash"])] = job
     rows = []
     for job in jobs:
         run_dir = Path(job["run_dir"])
-        if (run_dir / "run.json").is_file():
-            row = folder_state(run_dir)
+        known = recorded.get(place(run_dir)) or recorded.get(("hash", job.get("run_hash")))
+        fields = {**{k: job.get(k) for k in FIELDS}, "run_dir": str(run_dir)}
+        if (run_dir / RUN_JSON).is_file():  # labelled as composed: its run.json may say otherwise (named)
+            row = {**_with_job(folder_state(run_dir, problems), known), **fields}
+        elif known is not None:
+            row = {**job_state(known), **fields}
+        elif run_dir.is_dir() and lock_holder(run_dir) is not None:
+            row = {**fields, **_loading(lock_holder(run_dir))}
         else:
-            row = {**{k: job.get(k) for k in FIELDS}, "run_dir": str(run_dir), "state": "new", "detail": "no run folder yet"}
-        row["would"] = {"finished": "skip", "running": "leave alone (busy)", "busy": "leave alone (busy)",
-                        "new": "start"}.get(row["state"]) or row.get("relaunch", "start")
+            row = {**fields, "state": "new", "detail": "no run folder yet"}
         rows.append(row)
-    return rows
+    _add_squeue(rows)
+    for row in rows:
+        row["would"] = _would(row)
+    return rows, problems
+
+
+def _would(row: dict) -> str:
+    state = row["state"]
+    if state == "finished":
+        return "skip"
+    if state in ("running", "busy") or (state == "starting" and row.get("holder") is not None):
+        return "leave alone (busy)"
+    if state in ("queued", "checking", "starting"):  # its own sweep will run it as well
+        return f"start it (also {state} in its sweep)"
+    return row.get("relaunch", "start")  # dead, failed; new, lost, not started: start
 
 
 def totals(rows: list[dict]) -> tuple[dict, dict]:
@@ -152,30 +273,14 @@ def totals(rows: list[dict]) -> tuple[dict, dict]:
 # ---------------------------------------------------------------------------------------------
 
 
-def read_json_or_empty(run_dir: Path) -> dict:
-    try:
-        info = read_run_json(run_dir)
-    except (OSError, ValueError):
-        return {}
-    return info if isinstance(info, dict) else {}
-
-
-def _fields(info: dict) -> dict:
-    return {k: info.get(k) for k in FIELDS}
-
-
-def _latest_jobs(root) -> dict[str, dict]:
-    """Each recorded run folder's latest job: {run_dir: {job, path, pid, host, n_jobs}}."""
-    latest = {}
-    for record in read_records(Path(root)):
-        for job in record["jobs"]:
-            latest[job["run_dir"]] = {"job": job, "path": record["path"], "pid": record.get("pid"),
-                                      "host": record.get("host"), "n_jobs": len(record["jobs"])}
-    return latest
+def _inside(path, root) -> bool:
+    path, root = place(path), place(root)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _add_squeue(rows: list[dict]) -> None:
-    """SLURM's own word on queued jobs (`squeue -r`: one line per array element), when squeue is here."""
+    """SLURM's own word on queued jobs (`squeue -r`: one line per array element), when squeue is here;
+    when it fails (a client without a controller, a broken configuration) each row says so."""
     queued = [r for r in rows if r.get("slurm_job")]
     if not queued:
         return
@@ -184,10 +289,16 @@ def _add_squeue(rows: list[dict]) -> None:
             r["detail"] += " (squeue is not on this machine)"
         return
     try:
-        out = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T|%R"], capture_output=True, text=True, timeout=20)
+        out = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T|%R"], capture_output=True, text=True,
+                             errors="replace", timeout=20)
     except (OSError, subprocess.TimeoutExpired) as err:
+        why = "no answer in 20s" if isinstance(err, subprocess.TimeoutExpired) else (err.strerror or str(err))
+        out = subprocess.CompletedProcess([], 1, "", why)
+    if out.returncode != 0:
+        said = (out.stderr.strip() or out.stdout.strip()).splitlines()
+        first = said[0].strip()[:200] if said else f"exit status {out.returncode}"
         for r in queued:
-            r["detail"] += f" (squeue failed: {err})"
+            r["detail"] += f" (squeue failed: {first})"
         return
     states = {}
     for line in out.stdout.splitlines():
@@ -201,39 +312,62 @@ def _add_squeue(rows: list[dict]) -> None:
             r["detail"] += f": {state}" + (f" ({reason})" if reason and reason != "None" else "")
             if state in ("RUNNING", "COMPLETING", "CONFIGURING"):  # begun, its run folder not made yet
                 r["state"] = "starting"
-        elif out.returncode == 0:
+        else:
             r.update(state="lost", detail=r["detail"] + " is no longer in the queue and made no run folder "
                      "(see its submitit log); relaunch the sweep to run it")
 
 
-def _accuracy_line(info: dict) -> str:
-    accuracy = info.get("accuracy") or {}
-    trained = accuracy.get("trained") or accuracy.get("eval") or {}
+def _accuracy_line(info: dict, source: Path, problems: Problems) -> str:
+    """`toy_heldout 13.0 -> 18.5`: base -> trained (or the read-out's) accuracy on the first benchmark; a
+    value that is not a number is `?`, and named."""
+    accuracy = info.get("accuracy")
+    if not isinstance(accuracy, dict):
+        return ""  # absent, or named by check_fields
+    key = "trained" if accuracy.get("trained") else "eval"
+    trained = accuracy.get(key)
     if not trained:
         return ""
+    if not isinstance(trained, dict):
+        problems.wrong(source, f"accuracy.{key}", wrong_type(trained, "object"))
+        return ""
+    base = accuracy.get("base") or {}
+    if not isinstance(base, dict):
+        problems.wrong(source, "accuracy.base", wrong_type(base, "object"))
+        base = {}
     bench = next(iter(trained))
-    base = (accuracy.get("base") or {}).get(bench)
-    now = 100 * trained[bench]
-    return f"{bench} {100 * base:.1f} -> {now:.1f}" if base is not None else f"{bench} {now:.1f}"
+
+    def pct(value, field: str) -> str:
+        why = wrong_type(value, "number")
+        if why:
+            problems.wrong(source, field, why)
+            return "?"
+        return f"{100 * value:.1f}"
+
+    now = pct(trained[bench], f"accuracy.{key}.{bench}")
+    if base.get(bench) is None:
+        return f"{bench} {now}"
+    return f"{bench} {pct(base[bench], f'accuracy.base.{bench}')} -> {now}"
 
 
 def _progress_line(p: dict) -> str:
-    parts = [f"{p.get('phase', '?')} {p.get('done', '?')}/{p.get('total', '?')} {p.get('unit', '')}".rstrip()
-             if "total" in p else str(p.get("phase", "?"))]  # before its first step or item: "starting"
-    if p.get("last_seconds") is not None:
+    """The progress file's fields (checked: a wrong one is None, and left out of the line)."""
+    count = lambda v: "?" if v is None else f"{v:g}" if isinstance(v, float) else str(v)  # noqa: E731
+    parts = [f"{p['phase'] or '?'} {count(p['done'])}/{count(p['total'])} {p['unit'] or ''}".rstrip()
+             if p["total"] is not None else str(p["phase"] or "?")]  # before its first step or item: "starting"
+    if p["last_seconds"] is not None:
         parts.append(f"last {p['last_seconds']:.2f}s")
-    if p.get("tokens_per_s"):
+    if p["tokens_per_s"]:
         parts.append(f"{p['tokens_per_s']:,.0f} tok/s")
-    if p.get("eta_s") is not None:
+    if p["eta_s"] is not None:
         parts.append(f"ETA {_duration(p['eta_s'])}")
-    parts.append(f"pid {p.get('pid')} on {p.get('host')}")
-    if p.get("updated_at"):
+    parts.append(f"pid {p['pid']} on {p['host']}")
+    if p["updated_at"]:
         parts.append(f"updated {_duration(time.time() - p['updated_at'])} ago")
     return ", ".join(parts)
 
 
 def _duration(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
+    seconds = max(0, int(round(min(seconds, 1e9))))
     if seconds < 60:
         return f"{seconds}s"
     if seconds < 3600:
@@ -242,7 +376,12 @@ def _duration(seconds: float) -> str:
 
 
 def _since(started) -> str:
-    return f" since {time.strftime('%H:%M:%S', time.localtime(started))}" if started else ""
+    if not started:
+        return ""
+    try:
+        return f" since {time.strftime('%H:%M:%S', time.localtime(started))}"
+    except (OverflowError, OSError, ValueError):  # a time past what the C library holds
+        return ""
 
 
 def _graded_benchmarks(run_dir: Path) -> int:
@@ -253,10 +392,3 @@ def _graded_benchmarks(run_dir: Path) -> int:
     except Exception:  # noqa: BLE001  (a damaged table: the run starts over, as `_graded_so_far` decides)
         return 0
 
-
-def _pid_alive(pid) -> bool:
-    try:
-        os.kill(int(pid), 0)
-    except (OSError, TypeError, ValueError):
-        return False
-    return True

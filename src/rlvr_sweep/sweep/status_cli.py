@@ -7,8 +7,9 @@
                                                              # the runs this sweep would make, and what a
                                                              # relaunch would do with each
 
-The states are described in `rlvr_sweep.sweep.status`. Exit 0 when the rows were read, 2 on a bad
-root or a sweep command that does not compose (one line naming the problem).
+The states are described in `rlvr_sweep.sweep.status`. Exit 0 when the rows were read (a file read in
+part, or not at all, is named below the table, or on stderr with `--json`; it never hides the other
+runs), 2 on a bad root or a sweep command that does not compose (one line naming the problem).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from rlvr_sweep.sweep.status import STATES, planned_states, sweep_states, totals
+from rlvr_sweep.sweep.records import Problems
+from rlvr_sweep.sweep.status import STATES, planned_report, sweep_report, totals
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 COLUMNS = (("arm", "arm"), ("paper_arm", "paper"), ("horizon", "horizon"), ("seed", "seed"), ("state", "state"),
@@ -39,25 +41,40 @@ def main(argv: list[str]) -> int:
         print(f"status: error: {args.root} is not a folder", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        read = (lambda: sweep_states(args.root)) if sweep_args is None else _planned(sweep_args)
-        rows = read()
+        read = (lambda: sweep_report(args.root)) if sweep_args is None else _planned(sweep_args)
+        rows, problems = read()
     except ValueError as err:
         print(f"status: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    planned = sweep_args is not None
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
+        for line in problems.lines:  # also in each row's `problems`; here those of no row too
+            print(f"status: {_printable(line)}", file=sys.stderr)
         return EXIT_OK
     if args.watch is None:
-        print("\n".join(render(rows, planned=sweep_args is not None, runs=args.runs)))
+        print("\n".join(render(rows, planned=planned, runs=args.runs, problems=problems)))
         return EXIT_OK
+    return _watch(read, rows, problems, args, planned)
+
+
+def _watch(read, rows, problems, args, planned: bool) -> int:
+    """Redraw until Ctrl-C. A bad file is a note on the screen like any other; should reading itself
+    fail (a bug), the screen says so above the last rows read and the watch goes on."""
+    read_at, failure = time.strftime("%H:%M:%S"), ""
     try:
         while True:
-            screen = render(rows, planned=sweep_args is not None, runs=args.runs)
+            screen = render(rows, planned=planned, runs=args.runs, problems=problems)
             sys.stdout.write("\x1b[H\x1b[2J" + time.strftime("%H:%M:%S ") + f"(every {args.watch:g}s, Ctrl-C ends)\n"
-                             + "\n".join(screen) + "\n")
+                             + failure + "\n".join(screen) + "\n")
             sys.stdout.flush()
             time.sleep(args.watch)
-            rows = read()
+            try:
+                rows, problems = read()
+                read_at, failure = time.strftime("%H:%M:%S"), ""
+            except Exception as err:  # noqa: BLE001  (a bug of ours must not end the watch of a long sweep)
+                failure = (f"reading failed ({type(err).__name__}: {_printable(str(err))[:200]}), a bug in rlvr_sweep: "
+                           f"please report it; the rows below are from {read_at}\n")
     except KeyboardInterrupt:
         return EXIT_OK
 
@@ -89,13 +106,14 @@ def _planned(overrides: list[str]):
         jobs = located_jobs(str(CONF_DIR), line)
     except PreflightError as err:
         raise ValueError(f"the sweep does not compose: {err}") from None
-    return lambda: planned_states(jobs)
+    return lambda: planned_report(jobs)
 
 
-def render(rows: list[dict], planned: bool = False, runs: bool = False) -> list[str]:
-    """The table, then the totals per state and per arm."""
+def render(rows: list[dict], planned: bool = False, runs: bool = False, problems: Problems | None = None) -> list[str]:
+    """The table, then the totals per state and per arm, then one line per problem in what was read."""
     columns = [*COLUMNS, *((("would", "a relaunch would"),) if planned else ()), *((("run_dir", "run"),) if runs else ())]
-    cells = [[_cell(r.get(key)) for key, _ in columns] for r in rows]
+    cells = [[_cell(r.get(key)) + (" [read in part: see below]" if key == "detail" and r.get("problems") else "")
+              for key, _ in columns] for r in rows]
     widths = [max([len(title), *(len(c[i]) for c in cells)]) for i, (_, title) in enumerate(columns)]
     lines = ["  ".join(title.ljust(w) for (_, title), w in zip(columns, widths)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
@@ -105,9 +123,17 @@ def render(rows: list[dict], planned: bool = False, runs: bool = False) -> list[
     lines.append(f"{len(rows)} run{'' if len(rows) == 1 else 's'}: "
                  + ", ".join(f"{by_state[s]} {s}" for s in order if s in by_state))
     for arm, counts in by_arm.items():
-        lines.append(f"  {arm}: " + ", ".join(f"{counts[s]} {s}" for s in order if s in counts))
+        lines.append(f"  {_printable(arm)}: " + ", ".join(f"{counts[s]} {s}" for s in order if s in counts))
+    if problems is not None and problems.lines:
+        lines += ["", problems.summary() + ":", *(f"  {_printable(line)}" for line in problems.lines)]
     return lines
 
 
 def _cell(value) -> str:
-    return "" if value is None else str(value)
+    return "" if value is None else _printable(str(value))
+
+
+def _printable(text: str) -> str:
+    """A value read from a file, on one line and without terminal control sequences (a crafted file's
+    `\\x1b[2J` is shown, not obeyed)."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)

@@ -4,8 +4,11 @@ For every rollout longer than its run's audit cut (512 paper tokens), re-derived
 - the first `cut` tokens' text is stored (`audit_prefix_text`);
 - its last `\\boxed` answer is re-extracted and regraded against the gold with the run's grader and
   gate, so the audit's pass / fail at the cut is recounted, not taken from the table;
-- `first_box_token` agrees with the texts: -1 exactly when the rollout holds no `\\boxed`, before the
-  cut exactly when the prefix already holds one (an unboxed prefix's box starts at or after the cut);
+- `first_box_token` agrees with the texts: -1 exactly when the rollout holds no `\\boxed`; a prefix that
+  holds one has its first box start before the cut; an unboxed prefix's first box starts at or after
+  `cut - SPLIT_BOX_TOKENS` (the paper's rule: `first_box_tok == -1 or >= 510` at a 512-token cut, since
+  `\\boxed` spans tokens, ' \\' then 'boxed' in Qwen3's vocabulary, and one that starts in token 510
+  or 511 can be split by the cut);
 then each arm's audit row (`analysis.audit`: long rollouts, final R = 1, fail / pass at the cut) must
 equal the recount.
 """
@@ -17,6 +20,23 @@ import pandas as pd
 from rlvr_sweep.analysis import Sweep
 from rlvr_sweep.analysis.report import build_tables
 from rlvr_sweep.reward import extract_answer, get_grader
+
+
+SPLIT_BOX_TOKENS = 2  # a `\\boxed` starting this few tokens before the cut may be cut in two (paper §5.4)
+
+
+def box_problem(box: int, cut: int, text: str, prefix: str) -> str | None:
+    """What is wrong with a stored `first_box_token` beside the rollout's text and its prefix, or None."""
+    if (box < 0) != ("\\boxed" not in text):
+        return f"first_box_token {box} but the rollout {'holds' if box < 0 else 'lacks'} a \\boxed"
+    if box < 0:
+        return None
+    if "\\boxed" in prefix and box >= cut:
+        return f"first_box_token {box} vs a cut at {cut}, but the prefix holds a \\boxed"
+    if "\\boxed" not in prefix and box < cut - SPLIT_BOX_TOKENS:
+        return (f"first_box_token {box} vs a cut at {cut}, but the prefix lacks a \\boxed (a box split by the cut "
+                f"starts at or after token {cut - SPLIT_BOX_TOKENS})")
+    return None
 
 
 def _grader_of(run: pd.Series):
@@ -46,12 +66,9 @@ def audit_problems(sweep: Sweep) -> tuple[int, list[str]]:
             if prefix is None:
                 problems.append(f"{where}: {r.length} tokens but no stored text of its first {cut} tokens")
                 continue
-            box = int(r.first_box_token)
-            if (box < 0) != ("\\boxed" not in r.text):
-                problems.append(f"{where}: first_box_token {box} but the rollout {'holds' if box < 0 else 'lacks'} a \\boxed")
-            elif box >= 0 and (box < cut) != ("\\boxed" in prefix):
-                problems.append(f"{where}: first_box_token {box} vs a cut at {cut}, but the prefix "
-                                f"{'lacks' if box < cut else 'holds'} a \\boxed")
+            wrong = box_problem(int(r.first_box_token), cut, r.text, prefix)
+            if wrong:
+                problems.append(f"{where}: {wrong}")
             if r.reward != 1:
                 continue
             counts["long_r1"] += 1

@@ -30,7 +30,7 @@ import pandas as pd
 
 from rlvr_sweep.analysis import load_sweep
 from rlvr_sweep.analysis.forked import COST, built, default_jobs
-from rlvr_sweep.analysis.report import SELECTION, TABLES, read_saved
+from rlvr_sweep.analysis.report import SELECTION, TABLES, TEST_TIME_TABLES, read_saved
 from rlvr_sweep.store import CollectError
 from rlvr_sweep.verify.attribution import attribution_problems
 from rlvr_sweep.verify.audit import audit_problems
@@ -40,9 +40,12 @@ from rlvr_sweep.verify.dyadic import dyadic_problems
 from rlvr_sweep.verify.compare import _label, find_runs
 from rlvr_sweep.verify.integrity import run_problems
 from rlvr_sweep.verify.ledgers import pair_problems, step_problems
-from rlvr_sweep.verify.rebuild import saved_problems, table1_problems, table2a_problems, table3_problems
+from rlvr_sweep.verify.rebuild import (
+    markdown_problems, saved_problems, table1_problems, table2a_problems, table3_problems,
+)
 from rlvr_sweep.verify.regrade import format_disagreement, regrade_run
 from rlvr_sweep.verify.result import PassResult
+from rlvr_sweep.verify.step_stats import NOT_REDERIVED
 
 REGRADE_SHARE = 0.6  # of PASS 1's runs regraded here; a child regrades the rest and hashes every folder
 # Below this many runs PASS 1 runs in one process: a forked child's own sympy worker (its start is some
@@ -58,7 +61,7 @@ def pass1(root, jobs: int | None = None, plugins: bool = False) -> PassResult:
     re-derive what they decided (`plugin_runs`); without it, those parts are the pass's `unchecked`."""
     root = Path(root)
     runs = find_runs(root, finished_only=True)
-    grades = rollouts = intact = 0
+    grades = rollouts = intact = stds = 0
     problems, cache, unchecked = [], {}, []
     jobs = (default_jobs() if len(runs) >= SPLIT_PASS1_FROM else 1) if jobs is None else jobs
     split = max(1, round(len(runs) * REGRADE_SHARE)) if jobs > 1 else len(runs)
@@ -73,13 +76,16 @@ def pass1(root, jobs: int | None = None, plugins: bool = False) -> PassResult:
     for r, damaged in zip(done["here"] + regraded, integrity):
         grades += r["tables"]["grades"]["checked"]
         rollouts += r["tables"]["rollouts"]["checked"]
+        stds += r.get("steps_checked", 0)
         problems += [format_disagreement(d) for d in r["disagreements"]]
         problems += [f"{r['run']}: {n}" for n in r["notes"] if "not checked" in n]  # a finished run must be checkable
         unchecked += [f"{r['run']}: {u}" for u in r.get("unchecked", ())]
         intact += not damaged
         problems += damaged
     return PassResult("PASS 1", f"{len(runs)} finished runs; {grades} grades and {rollouts} rollout rewards regraded; "
-                                f"{intact}/{len(runs)} run folders intact", problems, unchecked=unchecked)
+                                f"{stds} step stds re-derived ({', '.join(NOT_REDERIVED)}: the update's own "
+                                f"measurements, not re-derivable); {intact}/{len(runs)} run folders intact", problems,
+                      unchecked=unchecked)
 
 
 def pass2() -> PassResult:
@@ -128,8 +134,10 @@ def pass3(root, tables_dir=None, load=None, jobs: int | None = None) -> PassResu
         if name == "ledgers":
             return (pair_problems(sweep.pairs, sweep.rollouts, sweep.runs),
                     step_problems(sweep.steps, sweep.rollouts, sweep.pairs, sweep.runs))
+        rendered = {}
         return {"check": _TABLE_CHECKS[name](sweep) if name in _TABLE_CHECKS else None,
-                "saved": saved_problems(sweep, tables_dir, names=[name]) if name in saved else None}
+                "saved": saved_problems(sweep, tables_dir, names=[name], rendered=rendered) if name in saved else None,
+                "rendered": rendered}
 
     done = built(["ledgers", *tables], part, jobs, cost=PASS3_COST)
     (n_pairs, problems), (counts, more) = done["ledgers"]
@@ -148,11 +156,17 @@ def pass3(root, tables_dir=None, load=None, jobs: int | None = None) -> PassResu
                f"reconstruct from the ledgers; Tables 1-3: {rebuilt} numbers rebuilt from stored rows; "
                f"{audited} >512-token prefixes of the audit re-derived")
     if tables_dir is not None:
-        n = 0
+        n, rendered = 0, {}
         for name in saved:
             checked, more = done[name]["saved"]
             n, problems = n + checked, problems + more
+            rendered.update(done[name]["rendered"])
+        later = sum((Path(tables_dir) / f"{name}.parquet").is_file() for name in TEST_TIME_TABLES)  # PASS 4 compares them
+        compared, more = markdown_problems(sweep, root, tables_dir, rendered, elsewhere=later)
+        problems += more
         summary += f"; {n} saved tables in {tables_dir} rebuilt"
+        summary += f", tables.md: {compared} tables and notes compared with the rebuilds" if compared else \
+            ", no tables.md beside them"
         if not n:
             problems.append(f"--tables {tables_dir}: holds no saved table to compare (write them with "
                             "`python -m rlvr_sweep.analysis tables ROOT --out DIR`)")
@@ -182,6 +196,8 @@ def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu", loa
     if cf["steps"]:
         parts.append(f"{cf['steps']} counterfactual fork groups replayed ({cf['active']} active): coefficients, "
                      f"gates and signed token mass; {cf['forks']} fork choices re-derived from their margins")
+    elif not cf["unchecked"]:
+        parts += warmup_only(sweep)
     if len(sweep.readouts) or sweep.probes:
         from rlvr_sweep.verify.testtime import run_pass4  # torch and the read-out code: only when there are read-outs
 
@@ -192,6 +208,20 @@ def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu", loa
         return PassResult("PASS 4", "no read-out of a checkpoint, no sampled or fork read-out, no probe folder and "
                                     "no counterfactual arm: nothing to check")
     return PassResult("PASS 4", "; ".join(parts) or "nothing re-derived", problems, unchecked=cf["unchecked"])
+
+
+def warmup_only(sweep) -> list[str]:
+    """What PASS 4 found of counterfactual runs that hold no fork group: their steps were all the flat warmup
+    (`sampler.bifurcate_after_active` active steps before forking), so nothing was replayed."""
+    runs = sweep.runs
+    if not len(runs) or "config" not in runs.columns:
+        return []
+    cf = runs[[isinstance(c, dict) and c.get("sampler.name") == "cf_fork" for c in runs["config"]]]
+    if not len(cf):
+        return []
+    steps = sweep.steps[sweep.steps["run_hash"].isin(cf["run_hash"])] if len(sweep.steps) else sweep.steps
+    return [f"{len(cf)} counterfactual run(s) found, but their {len(steps)} steps were all flat warmup (no fork "
+            "group before sampler.bifurcate_after_active active steps): no fork group to replay"]
 
 
 def run_all(root, tables_dir=None, echo=None, margin_items: int = 3, device: str = "cpu",

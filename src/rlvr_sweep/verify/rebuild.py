@@ -7,19 +7,25 @@
   same CapAssocActive and CapR0 counts as the rollout table it is built from.
 - Table 3: steps and active steps equal run.json `totals`, each accuracy its run.json accuracy.
 - With a folder of saved tables (`analysis tables --out DIR`), each saved table equals its rebuild
-  (Table 2B and Table 4 with the resamples, bootstrap seed and contrast rows stored in them).
+  (Table 2B and Table 4 with the resamples, bootstrap seed and contrast rows stored in them), and
+  `tables.md`, the copy a person reads, says what the rebuilds say: each of its tables' text equals its
+  rebuild's rendering (`markdown_problems`), a block that holds numbers but no saved table to check them
+  against is named, and its notes are the sweep's (the root's path aside). A "Not built" block holds no
+  number and is only counted.
 """
 
 from __future__ import annotations
 
 import io
+import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from rlvr_sweep.analysis import Sweep
 from rlvr_sweep.analysis.contrasts import Contrast, build_table2b
-from rlvr_sweep.analysis.report import TABLES, build_tables, parquet_safe, read_saved
+from rlvr_sweep.analysis.report import TABLES, build_tables, header_lines, parquet_safe, read_saved
 from rlvr_sweep.store import RUN_KEYS
 
 _TOTALS = {"tok.gen": "gen_tokens", "tok.pref": "prefill_tokens", "tok.pad_pref": "padded_prefill_tokens",
@@ -161,8 +167,9 @@ def _rebuild(sweep: Sweep, name: str, saved: pd.DataFrame):
     return build_tables(sweep, only=[name], reuse=True, **settings)[name]
 
 
-def saved_problems(sweep: Sweep, tables_dir, names=TABLES) -> tuple[int, list[str]]:
-    """Each table of `names` saved under `tables_dir` against its rebuild from the sweep's rows."""
+def saved_problems(sweep: Sweep, tables_dir, names=TABLES, rendered: dict | None = None) -> tuple[int, list[str]]:
+    """Each table of `names` saved under `tables_dir` against its rebuild from the sweep's rows; `rendered`
+    receives each rebuild's markdown, for `markdown_problems`."""
     checked, problems = 0, []
     for name in names:
         saved = read_saved(tables_dir, name)
@@ -173,9 +180,63 @@ def saved_problems(sweep: Sweep, tables_dir, names=TABLES) -> tuple[int, list[st
         if rebuilt.why:
             problems.append(f"{name}: saved, but it no longer rebuilds ({rebuilt.why})")
             continue
+        if rendered is not None:
+            rendered[name] = rebuilt.markdown()
         try:
             pd.testing.assert_frame_equal(_tuples(saved), _comparable(rebuilt.frame), check_exact=False, rtol=1e-9,
                                           check_dtype=False)
         except AssertionError as err:
             problems.append(f"{name}: the saved table differs from its rebuild: {str(err).splitlines()[0:3]}")
     return checked, problems
+
+
+TABLES_MD = "tables.md"
+_ROOT_NOTE = re.compile(r"^- sweep .*?: (?=\d+ of \d+ run folders used)")  # the root's path: where, not what
+
+
+def markdown_problems(sweep: Sweep, root, tables_dir, rendered: dict[str, str], *, notes: bool = True,
+                      elsewhere: int = 0) -> tuple[int, list[str]]:
+    """(blocks and notes compared, problems) of `tables_dir/tables.md` against the rebuilds' renderings
+    (`rendered`: {table: markdown}) and, with `notes`, the sweep's notes; (0, []) when the folder holds no
+    tables.md. Up to `elsewhere` blocks with numbers that `rendered` lacks are left to the pass that rebuilds
+    their tables (PASS 4's test-time tables); any more are named."""
+    path = Path(tables_dir) / TABLES_MD
+    if not path.is_file():
+        return 0, []
+    text = path.read_text(encoding="utf-8", errors="replace")
+    head, *blocks = re.split(r"(?m)^(?=## )", text)
+    expected = {md.split("\n", 1)[0]: (name, md) for name, md in rendered.items()}
+    checked, problems, seen, unknown = 0, [], set(), []
+    for block in blocks:
+        title = block.split("\n", 1)[0]
+        found = expected.get(title)
+        if found is None:
+            if re.search(r"(?m)^\|", block):
+                unknown.append(title)
+            continue  # "Not built: ...": no number to check
+        name, md = found
+        seen.add(title)
+        checked += 1
+        if block.strip() != md.strip():
+            problems.append(f"{path}: '{title}' differs from {name}'s rebuild: {_first_difference(block, md)}")
+    if len(unknown) > elsewhere:
+        problems += [f"{path}: '{title}' holds a table with no saved parquet to check it against" for title in unknown]
+    problems += [f"{path}: {rendered_title!r} ({name}) is saved but missing from it"
+                 for rendered_title, (name, _) in expected.items() if rendered_title not in seen]
+    if notes:
+        header = header_lines(sweep, root)
+        wanted = [f"- {n}" for n in [*header, *(n for n in sweep.notes if n not in header)]]
+        stored = [line for line in head.splitlines() if line.strip()]
+        checked += len(stored)
+        if [_ROOT_NOTE.sub("- ", n) for n in stored] != [_ROOT_NOTE.sub("- ", n) for n in wanted]:
+            problems.append(f"{path}: its notes differ from the sweep's: "
+                            f"{_first_difference(chr(10).join(stored), chr(10).join(wanted))}")
+    return checked, problems
+
+
+def _first_difference(saved: str, rebuilt: str) -> str:
+    a, b = saved.strip().splitlines(), rebuilt.strip().splitlines()
+    for x, y in zip(a, b):
+        if x != y:
+            return f"it says {x[:160]!r} where the rebuild says {y[:160]!r}"
+    return f"{len(a)} lines where the rebuild has {len(b)}"

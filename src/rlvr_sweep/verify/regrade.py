@@ -14,6 +14,7 @@ import yaml
 
 from rlvr_sweep.reward import graders, grading, sandbox
 from rlvr_sweep.verify import plugin_runs
+from rlvr_sweep.verify.step_stats import STEPS_COLUMNS, std_problems
 from rlvr_sweep.store import RUN_JSON, is_finished
 from rlvr_sweep.verify.compare import (
     GRADES_KEY, BadInput, _fmt_key, _label, _read_run_json, _read_table, _short, _value, find_runs,
@@ -309,6 +310,9 @@ def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache
             found += plugin_reward_problems(rollouts, rules.reward)
         tables["rollouts"] = _table_result(checked, agree, "; ".join(parts) or None)
         collect("rollouts", found)
+    steps_checked, found = std_problems(_read_table(run_dir, "steps", STEPS_COLUMNS)
+                                        if (run_dir / "steps.parquet").is_file() else None)
+    collect("steps", found)
     notes = [f"{name}: {t['note']}" for name, t in tables.items() if t["note"]]
     if grader_note:
         notes.append(grader_note)
@@ -322,7 +326,7 @@ def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache
             "grader": grader, "gate_chars": gate if gate_known else "unknown", "tables": tables,
             "checked": checked, "agree": agree, "agreement_pct": _pct(agree, checked),
             "disagreements": disagreements, "notes": notes, "grader_events": grader_events,
-            "unchecked": unchecked}
+            "unchecked": unchecked, "steps_checked": steps_checked}
 
 
 def plugin_reward_problems(rollouts: pd.DataFrame, reward) -> list[dict]:

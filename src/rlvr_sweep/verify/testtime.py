@@ -19,12 +19,12 @@ import pandas as pd
 
 from rlvr_sweep.analysis import Sweep
 from rlvr_sweep.analysis.checkpoints import readouts_of
-from rlvr_sweep.analysis.report import TEST_TIME_TABLES
+from rlvr_sweep.analysis.report import TABLES, TEST_TIME_TABLES
 from rlvr_sweep.analysis.table4 import build_table4
 from rlvr_sweep.analysis.table5a import build_table5a
 from rlvr_sweep.analysis.table5b import build_table5b
 from rlvr_sweep.reward import graders
-from rlvr_sweep.verify.rebuild import saved_problems
+from rlvr_sweep.verify.rebuild import markdown_problems, saved_problems
 from rlvr_sweep.verify.regrade import _check_grades, _memoised, format_disagreement, run_grader
 from rlvr_sweep.verify.testtime_rules import fork_problems, probe_problems, sampled_problems
 from rlvr_sweep.verify.votes import table4_vote_problems, table5b_vote_problems
@@ -151,7 +151,10 @@ def run_pass4(sweep: Sweep, tables_dir=None, margin_items: int = 3, device: str 
     if notes:
         summary += f"; not checked: {'; '.join(notes)}"
     if tables_dir is not None:
-        n, more = saved_problems(sweep, tables_dir, TEST_TIME_TABLES)
-        problems += more
-        summary += f"; {n} saved tables (5A/5B) rebuilt"
+        rendered = {}
+        n, more = saved_problems(sweep, tables_dir, TEST_TIME_TABLES, rendered=rendered)
+        compared, in_md = markdown_problems(sweep, None, tables_dir, rendered, notes=False,
+                                            elsewhere=len(TABLES))  # the other blocks: PASS 3 names them
+        problems += more + in_md
+        summary += f"; {n} saved tables (5A/5B) rebuilt" + (f", {compared} of them in tables.md" if compared else "")
     return summary, problems
