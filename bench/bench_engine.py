@@ -3,12 +3,14 @@
 GPU mode (default; one H200, < 8 minutes): a randomly initialised Qwen3-0.6B-shaped model in bf16
 (`engine_workloads.py`), rows stopped at lengths replayed from the paper (EOS ignored). Prints:
   1. decode ms per token step at batch 8 for `model.generate`, the reference engine, the static
-     engine (CUDA graphs) and vLLM when installed; greedy agreement static vs reference;
+     engine (CUDA graphs) and vLLM when installed, and at batch 32 (a ~1,024-token context) for the
+     reference and static engines; greedy agreement static vs reference and the first differing
+     position; the peak GPU memory of each part;
   2. seconds per Arm 1 training step (8 rollouts + backward + AdamW, the update stage's own
      functions), measured over the first steps of the replay and projected to all 50;
-  3. read-out seconds for 950 items at 2,048 tokens: fixed batches of 32 (the paper's schedule;
-     the first batches measured, the rest projected from their replayed lengths) and continuous
-     refill (`rollout.refill`, measured in full), and vLLM when installed;
+  3. read-out seconds and tokens/s for 950 items at 2,048 tokens: fixed batches of 32 (the paper's
+     schedule; the first batches measured, the rest projected from their replayed lengths) and
+     continuous refill (`rollout.refill`, measured in full), and vLLM when installed;
   4. the projected Arm 1 run + read-out total per engine/schedule.
 CPU mode (``--cpu``): the shipped tiny checkpoint in float32, short replays scaled 1/8, every code
 path except graph capture; it also prints the issue's CPU goal: static engine tokens/s over
@@ -94,16 +96,25 @@ def vllm_decode(vllm_eng):
     return run
 
 
-def bench_decode(model, clock, args, pad_id, engines: dict) -> dict[str, float]:
-    """ms per decode step at batch 8: (time(N tokens) - time(1 token)) / (N - 1), medians of interleaved repeats."""
-    vocab = model.config.vocab_size
-    prompts = wl.random_prompts([84 - (i * 7) % 11 for i in range(GROUP)], vocab, seed=5)
+def decode_prompts(batch: int, vocab: int, cpu: bool) -> list[list[int]]:
+    """Batch 8: Arm 1's prompts (~80 tokens, a ~400-token context by the end of a rollout); batch 32: the
+    read-out's ~1,024-token context (prompts of ~960 tokens; an eighth of that on the CPU)."""
+    if batch == GROUP:
+        return wl.random_prompts([84 - (i * 7) % 11 for i in range(GROUP)], vocab, seed=5)
+    base = 120 if cpu else 960
+    return wl.random_prompts([base - (i * 7) % 23 for i in range(batch)], vocab, seed=5)
+
+
+def bench_decode(model, clock, args, pad_id, engines: dict, batch: int = GROUP) -> dict[str, float]:
+    """ms per decode step at `batch`: (time(N tokens) - time(1 token)) / (N - 1), medians of interleaved repeats."""
+    prompts = decode_prompts(batch, model.config.vocab_size, args.cpu)
     n = args.decode_steps
+    tag = f"b{batch}"
     times = {name: {1: [], n: []} for name in engines}
     for name, fn in engines.items():  # warm-up: graphs, allocator, vLLM compile
         warm, _ = clock.time(lambda: fn(model, prompts, n, pad_id, 0))
         fn(model, prompts, 1, pad_id, 0)
-        out(f"decode_warmup_s_{name}", warm)
+        out(f"decode_warmup_s_{tag}_{name}", warm)
     for r in range(args.repeats):
         for name, fn in engines.items():
             for k in (1, n):
@@ -112,9 +123,9 @@ def bench_decode(model, clock, args, pad_id, engines: dict) -> dict[str, float]:
     for name in engines:
         full, one = statistics.median(times[name][n]), statistics.median(times[name][1])
         ms[name] = 1e3 * (full - one) / (n - 1)
-        out(f"decode_ms_per_step_b8_{name}", ms[name])
-        out(f"tokens_per_s_b8_{name}", GROUP * n / full)  # end to end, prefill included
-    if "hf_generate" in engines and "static" in engines:
+        out(f"decode_ms_per_step_{tag}_{name}", ms[name])
+        out(f"tokens_per_s_{tag}_{name}", batch * n / full)  # end to end, prefill included
+    if "hf_generate" in engines and "static" in engines and batch == GROUP:
         ratio = statistics.median(times["hf_generate"][n]) / statistics.median(times["static"][n])
         out("static_vs_hf_generate_tokens_per_s_ratio", ratio)
     return ms
@@ -129,6 +140,9 @@ def greedy_agreement(model, pad_id, n: int) -> None:
     prefix = [next((i for i, (a, b) in enumerate(zip(r, f)) if a != b), len(r)) for r, f in zip(ref, fast)]
     out("greedy_rows_identical_static_vs_reference", sum(r == f for r, f in zip(ref, fast)) / len(ref))
     out("greedy_token_agreement_static_vs_reference", sum(prefix) / sum(map(len, ref)))  # up to first divergence
+    differing = [(i, row) for row, i in enumerate(prefix) if i < len(ref[row])]
+    out("greedy_first_differing_position", f"token {min(differing)[0]} of row {min(differing)[1]}" if differing
+        else "none")
 
 
 def bench_arm1(model, clock, args, pad_id, generate, label: str) -> dict[str, float]:
@@ -211,6 +225,7 @@ def bench_readout_fixed(model, clock, args, pad_id, prompts, lengths, deadline: 
     out("readout_fixed32_ms_per_step", 1e3 * spent / steps_done)
     out("readout_fixed32_decode_steps", total_steps)
     out("readout_s_fixed32_static", projected)
+    out("readout_tokens_per_s_fixed32_static", sum(lengths) / projected)  # the tokens the items keep
     return projected
 
 
@@ -223,6 +238,7 @@ def bench_readout_refill(model, clock, args, pad_id, prompts, lengths) -> float:
     out("readout_refill_slots", args.slots)
     out("readout_refill_utilisation", gen.generated_tokens / gen.untrimmed_steps)
     out("readout_s_refill_static", t)
+    out("readout_tokens_per_s_refill_static", sum(lengths) / t)
     return t
 
 
@@ -307,7 +323,10 @@ def main() -> None:
     out("sampling", f"temperature={TEMPERATURE} top_p={TOP_P} batch={GROUP} decode_steps={args.decode_steps}")
 
     def section(name: str, fn):
-        """Run one part; on a GPU (one expensive call) a failure is printed and the rest still runs."""
+        """Run one part; on a GPU (one expensive call) a failure is printed and the rest still runs, and
+        the part's peak GPU memory is printed (`torch.cuda.max_memory_allocated`, GiB)."""
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
         try:
             return fn()
         except Exception as exc:  # noqa: BLE001 - reported, not hidden
@@ -318,10 +337,14 @@ def main() -> None:
             return None
         finally:
             out(f"elapsed_s_{name}", time.perf_counter() - started)
+            if device.type == "cuda":
+                out(f"peak_gpu_memory_gib_{name}", torch.cuda.max_memory_allocated() / 2**30)
 
     static_gen = our_generate(static_engine.generate, device)
     engines = {"hf_generate": hf_generate, "reference": our_generate(engine.generate, device), "static": static_gen}
     ms = section("decode", lambda: bench_decode(model, clock, args, pad_id, engines))
+    both = {name: engines[name] for name in ("reference", "static")}  # the read-out's batch and context
+    section("decode_b32", lambda: bench_decode(model, clock, args, pad_id, both, batch=32))
     if device.type == "cuda":  # what the graphs buy: the same step run eagerly
 
         def eager():

@@ -10,9 +10,14 @@ per run, and the growth exponent b of t ~ N^b between successive sizes (1 = line
 reports its peak memory (ru_maxrss of its process). `collect` runs twice: `collect_first` with nothing
 remembered under the store (`store.remembered`: it hashes and parses every table; files younger than
 2 s are not remembered, so a store made just before is remembered by the second call), then `collect`
-as every later call finds it; `tables` and `verify` run after them.
+as every later call finds it; `tables` and `verify` run after them. `verify` is also put beside a bare
+`python -c 'import torch'` timed right after each of its runs (`import_torch_seconds`; `vs_import_torch`:
+how many of those the command takes, pair by pair; its goal at 64 runs is 2.5), since torch's imports
+are a floor of `verify all` and machines differ in them. `--repeats N` runs each command N times (each
+`verify` followed by its `import torch`) and prints the medians.
 
     python bench/bench_store.py                                   # 64, 256, 1024 runs; collect also at 10,000
+    python bench/bench_store.py --sizes 64,1024 --collect-sizes "" --commands tables,verify --repeats 3
     python bench/bench_store.py --sizes 6 --collect-sizes "" --template-arms ra_flat --template-steps 2 \
         --template-limit 4 --root /tmp/small                      # the tests' size
 """
@@ -135,6 +140,19 @@ def timed(name: str, store: Path, out: Path) -> tuple[float, float]:
     return wall, float(line[-1].split()[2])
 
 
+def import_torch_seconds() -> float:
+    """Wall seconds of a bare `python -c 'import torch'` (the yardstick `verify` is put beside)."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch"], env=env(), check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def median(values: list[float]) -> float:
+    values = sorted(values)
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="64,256,1024", help="store sizes for collect, tables and verify")
@@ -144,6 +162,7 @@ def main(argv=None) -> None:
     p.add_argument("--template-limit", type=int, default=None, help="eval.limit of the templates")
     p.add_argument("--template-arms", default=",".join(TEMPLATE_ARMS), help=f"of {', '.join(TEMPLATE_ARMS)}")
     p.add_argument("--commands", default="collect,tables,verify")
+    p.add_argument("--repeats", type=int, default=1, help="times each command runs (in turn); the medians are printed")
     args = p.parse_args(argv)
     root = Path(args.root)
     root.mkdir(parents=True, exist_ok=True)
@@ -172,14 +191,27 @@ def main(argv=None) -> None:
                 continue
             if name == "verify" and "tables" not in commands:
                 timed("tables", store, out)
-            seconds, mib = timed(name, store, out)
+            times, torch_times, mibs = [], [], []
+            for _ in range(max(1, args.repeats)):  # collect_first again finds nothing remembered
+                if name == "collect_first":
+                    shutil.rmtree(store / ".rlvr_sweep", ignore_errors=True)
+                seconds, mib = timed(name, store, out)
+                times.append(seconds)
+                mibs.append(mib)
+                if name == "verify":  # the yardstick, timed beside it (the machine's speed drifts)
+                    torch_times.append(import_torch_seconds())
+            seconds, mib = median(times), max(mibs)
             growth = ""
             if name in previous:
                 m, t = previous[name]
                 growth = f" growth_exponent={math.log(seconds / t) / math.log(n / m):.2f}"
             previous[name] = (n, seconds)
-            print(f"{name}: runs={n} seconds={seconds:.2f} per_run_ms={1000 * seconds / n:.1f} peak_mib={mib:.0f}{growth}",
-                  flush=True)
+            beside = ""
+            if torch_times:  # the ratio of each pair, then their median
+                ratio = median([a / b for a, b in zip(times, torch_times)])
+                beside = f" import_torch_seconds={median(torch_times):.2f} vs_import_torch={ratio:.2f}"
+            print(f"{name}: runs={n} seconds={seconds:.2f} per_run_ms={1000 * seconds / n:.1f} peak_mib={mib:.0f}"
+                  f"{growth}{beside}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,26 +1,37 @@
-"""The GPU check, in one call: on a machine with one NVIDIA GPU and its own torch (nothing downloaded).
+"""The GPU check, in one call on a machine with one NVIDIA GPU, its own torch, and no network.
 
-    python bench/gpu_check.py                 # on the GPU machine, from the repository root (< 8 minutes)
-    python bench/gpu_check.py --dry-run       # the same sequence on the CPU at the smallest sizes
+    python bench/gpu_check.py --prepare        # here, where ../shared and PyPI are: fills .gpu_check/, runs nothing
+    python bench/gpu_check.py                  # there, from the repository root, carrying .gpu_check (< 8 minutes)
+    python bench/gpu_check.py --dry-run        # here: the same sequence on the CPU at the smallest sizes
 
-Before the call, put what the machine cannot fetch inside the repository, in the ignored folder
-`.gpu_check/` (and carry it): the Qwen3 tokenizer (`.gpu_check/tokenizer/`, from ../shared/tokenizers/qwen3)
-and the MATH files (`.gpu_check/data/`: math_train.jsonl, math500.jsonl); `--prepare` copies them from
-../shared. The sequence, each part timed, a failing part reported and the rest still run:
+`--prepare` copies the Qwen3 tokenizer and the MATH files into `.gpu_check/` (ignored by git) and fetches the
+wheels the GPU image lacks into `.gpu_check/wheels/` (`offline_site.py`: hydra-core, omegaconf, antlr4,
+submitit, hydra-submitit-launcher; about 0.5 MB). The check itself runs these parts, in the order of the
+value of their figures, each a process given its share of one overall deadline (`--deadline-s`, default
+480) and cut off cleanly at it; every figure is printed as a `key=value` line and the summary rewritten
+under `--out` (default `$OUT`, else `.gpu_check/`) as it goes, so a cut run still returns every figure it
+made:
 
-1. install: `pip install --no-deps --no-build-isolation -e .` (the machine's torch is left as it is:
-   its version is printed before and after) and every dependency imported;
-2. GPU tests: tests/rollout/test_gpu.py (CUDA-graph capture, static vs reference agreement in bf16
-   and float32, the candidate top-p on CUDA tensors, `model.engine=auto`), test_vllm_engine.py (when
-   vLLM imports) and test_top_p.py;
-3. `bench/bench_engine.py`'s GPU mode (`--cpu --quick` in the dry run): decode ms per step at batch 8
-   per engine, Arm 1 step seconds, read-out projections;
-4. a real 5-step Arm 1 run of the paper profile (`+arm=baseline`, bf16, MATH-500 read-out of
-   `--readout-items` items) on a randomly initialised Qwen3-0.6B-shaped folder with the real
-   tokenizer (the dry run: a 2-layer folder of the same vocabulary, 2 steps, lengths scaled 1/32).
+1. install: the carried wheels into `.gpu_check/site` with pip, offline (`--no-index --no-deps --target`),
+   which goes first on every later part's `PYTHONPATH` with the project's `src/` (nothing is installed into
+   the machine's own environment; its torch is printed before and after); every dependency imported, each
+   from where it was found. The dry run installs into a clean folder the same way and blocks these
+   packages from anywhere else (`offline_site.blocker`), so it proves the carried set is complete;
+2. engine: `bench/bench_engine.py`'s GPU mode on a randomly initialised Qwen3-0.6B-shaped model in bf16:
+   decode ms per step for `reference` and `static` (CUDA graphs), greedy tokens of static against the
+   reference, the Arm 1 replay and the read-out schedules (`--cpu --quick` in the dry run);
+3. arm1: a real Arm 1 run of the paper profile through `python -m rlvr_sweep` (`+arm=baseline`, bf16,
+   `model.engine=static`) on that random folder with the real tokenizer: its first step, its steps, its
+   wall time; a random model never emits EOS, so every rollout runs to the horizon and the projection to 50
+   steps is an upper bound (labelled so);
+4. tests: the GPU-only tests (tests/rollout/test_gpu.py, test_vllm_engine.py); a run in which none of
+   them passed fails (on the dry run's CPU they all skip, which is reported as that failure and expected).
 
-Output: `key=value` lines, the summary last: decode ms per step at batch 8 per engine, seconds per
-training step, and the projected 50-step run + 950-item read-out.
+Each figure the issue sets a floor for is printed beside it as a ratio (`FLOORS`; H200 bf16, 4.8 TB/s: a
+decode step of Qwen3-0.6B 0.25 ms; with its KV cache 0.33 ms at batch 8, 1.03 ms at batch 32; a 50-step
+Arm 1 run 7.3 s; the 950-item read-out in batches of 32, 23.5 s). A part that
+fails says why in one line (the exception's type and message). Exit 0 when every part did its work (the
+dry run: all but the GPU tests, which it expects to skip), 1 otherwise, 2 for bad input.
 """
 
 from __future__ import annotations
@@ -35,159 +46,277 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import offline_site  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / ".gpu_check"
-DEPENDENCIES = ("torch", "transformers", "hydra", "omegaconf", "sympy", "pandas", "pyarrow", "submitit",
-                "safetensors", "yaml", "numpy")
-GPU_TESTS = ("tests/rollout/test_gpu.py", "tests/rollout/test_vllm_engine.py", "tests/rollout/test_top_p.py")
+DEPENDENCIES = ("torch", "transformers", "hydra", "omegaconf", "antlr4", "submitit", "hydra_plugins.hydra_submitit_launcher",
+                "sympy", "pandas", "pyarrow", "safetensors", "yaml", "numpy", "rlvr_sweep")
+GPU_TESTS = ("tests/rollout/test_gpu.py", "tests/rollout/test_vllm_engine.py")
+GPU_ONLY = "tests/rollout/test_gpu.py"  # every test of it must run and pass on the GPU (vLLM's may skip: no vLLM)
+SHARES = {"install": 0.08, "engine": 0.40, "arm1": 0.32, "tests": 0.20}  # of the deadline, in this order
+FLOORS = {  # H200 bf16 (4.8 TB/s, ~790 TFLOP/s), from the issue's arithmetic: weights + KV cache read per step
+    "engine.decode_ms_per_step_b8_static": 0.33, "engine.decode_ms_per_step_b8_reference": 0.33,  # ~400-token context
+    "engine.decode_ms_per_step_b32_static": 1.03, "engine.decode_ms_per_step_b32_reference": 1.03,  # ~1,024 tokens
+    "engine.readout_s_fixed32_static": 23.5,  # 950 items at 2,048 tokens in batches of 32
+    "arm1_step_s": 7.3 / 50, "arm1_projected_50_steps_upper_bound_s": 7.3}
 figures: dict[str, str] = {}
+summary_file: Path | None = None
 
 
 def out(key: str, value) -> None:
     text = f"{value:.4g}" if isinstance(value, float) else str(value)
     figures[key] = text
     print(f"{key}={text}", flush=True)
+    if summary_file is not None:  # rewritten whole at every figure: a cut run leaves every figure it made
+        tmp = summary_file.with_name(f".{summary_file.name}.tmp")
+        tmp.write_text("".join(f"{k}={v}\n" for k, v in figures.items()))
+        tmp.replace(summary_file)
 
 
-def sh(cmd: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **kw.pop("env", {})}
-    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, **kw)
+def one_line(text: str) -> str:
+    """The line of a process's error output that names the exception (its type and message), else its last."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    raised = [line for line in lines
+              if re.match(r"^(rlvr_sweep: )?[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*:", line)]
+    said = [line for line in lines if line.startswith("rlvr_sweep: ")]  # e.g. "this is a bug ..." after it
+    return (raised or said or lines or ["no output"])[-1][:500]
 
 
-def part(name: str, fn) -> None:
-    started = time.perf_counter()
+class Cut(Exception):
+    """A part ran to the end of its share of the deadline."""
+
+
+def sh(cmd: list[str], timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `cmd` from the repository root; on its timeout, the output so far comes back with `Cut` raised."""
+    if timeout <= 1:
+        raise Cut("no time left before the deadline")
     try:
-        fn()
-        out(f"{name}_ok", True)
-    except Exception as err:  # noqa: BLE001 - one expensive call: report and go on
-        out(f"{name}_ok", False)
-        out(f"{name}_error", repr(err)[:400].replace("\n", " "))
-    out(f"{name}_s", time.perf_counter() - started)
+        return subprocess.run(cmd, cwd=REPO, env=env or os.environ.copy(), capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as err:
+        text = err.stdout.decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
+        keep_figures(text)
+        raise Cut(f"cut at its share of the deadline ({timeout:.0f} s)") from None
+
+
+def keep_figures(stdout: str, prefix: str = "") -> None:
+    for line in stdout.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and re.fullmatch(r"[a-z0-9_.]+", key) and value:
+            out(prefix + key, value)
+
+
+class Check:
+    def __init__(self, args):
+        self.args, self.dry = args, args.dry_run
+        self.site, self.wheels = WORK / ("site_dry" if self.dry else "site"), WORK / "wheels"
+        self.deadline = time.monotonic() + args.deadline_s
+
+    def env(self) -> dict:
+        """The environment of every part after install: the carried packages and src/ first (the dry run also
+        blocks them from anywhere else)."""
+        paths = [str(self.site), str(REPO / "src")]
+        if self.dry:
+            paths.insert(0, str(offline_site.blocker(self.site, REPO / "src", WORK / "blocker")))
+        return {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]),
+                "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+
+    def left(self, share: float) -> float:
+        return min(share * self.args.deadline_s, self.deadline - time.monotonic() - 5)
+
+    # --- the parts ------------------------------------------------------------------------------
+
+    def install(self, budget: float) -> None:
+        before = sh([sys.executable, "-c", "import torch; print(torch.__version__)"], budget).stdout.strip()
+        out("torch_before", before)
+        shutil.rmtree(self.site, ignore_errors=True)  # a clean target: only what is carried
+        offline_site.install(self.wheels, self.site, timeout=self.left(SHARES["install"]))
+        out("wheels_installed", len(list(self.site.glob("*.dist-info"))))
+        probe = ("import importlib, json, torch; found = {}\n"
+                 f"for m in {DEPENDENCIES!r}:\n"
+                 "    try: found[m] = importlib.import_module(m).__file__ or 'namespace'\n"
+                 "    except Exception as e: found[m] = f'MISSING {type(e).__name__}: {e}'\n"
+                 "print(json.dumps({'torch': f'{torch.__version__} {torch.cuda.is_available()}', 'found': found}))")
+        proc = sh([sys.executable, "-c", probe], self.left(SHARES["install"]), self.env())
+        if proc.returncode:
+            raise RuntimeError(one_line(proc.stderr))
+        seen = json.loads(proc.stdout.strip().splitlines()[-1])
+        out("torch_after", seen["torch"])
+        missing = [m for m, where in seen["found"].items() if where.startswith("MISSING")]
+        out("dependencies_missing", ",".join(missing) or "none")
+        carried = [m for m in ("hydra", "omegaconf", "antlr4", "submitit") if str(self.site) in seen["found"][m]]
+        out("dependencies_from_carried_wheels", ",".join(carried))
+        if before != seen["torch"].split()[0] or missing or len(carried) < 4:
+            raise RuntimeError(f"torch changed ({before} -> {seen['torch']}), missing {missing}, or not carried: "
+                               f"{ {m: w for m, w in seen['found'].items() if m in ('hydra', 'omegaconf')} }")
+
+    def engine(self, budget: float) -> None:
+        args = ["--cpu", "--quick"] if self.dry else [
+            "--time-limit-s", str(int(budget * 0.85)), "--fixed-readout-budget-s", str(int(budget * 0.15))]
+        proc = sh([sys.executable, "bench/bench_engine.py", *args], budget, self.env())
+        keep_figures(proc.stdout, "engine.")
+        if proc.returncode:
+            raise RuntimeError(one_line(proc.stderr))
+
+    def arm1(self, budget: float) -> None:
+        dtype = "float32" if self.dry else "bfloat16"
+        folder = self.model_folder(dtype, budget)
+        steps = 2 if self.dry else 5
+        root = WORK / ("runs_dry" if self.dry else "runs")
+        shutil.rmtree(root, ignore_errors=True)  # a fresh run, never a skipped one
+        overrides = ["+arm=baseline", f"model.path={folder}", "model.name=random_qwen3", f"model.dtype={dtype}",
+                     f"train.steps={steps}", f"data.root={WORK / 'data'}", "eval.benchmarks=[math500]",
+                     f"eval.limit={self.args.readout_items or (1 if self.dry else 32)}", f"run.out_root={root}",
+                     f"hydra.run.dir={root}/hydra"]
+        overrides += (["model.device=cpu", "model.engine=reference", "profile.length_scale=0.03125"] if self.dry
+                      else ["model.device=cuda", "model.engine=static"])
+        started = time.perf_counter()
+        proc = sh([sys.executable, "-m", "rlvr_sweep", *overrides], self.left(SHARES["arm1"]), self.env())
+        if proc.returncode:
+            raise RuntimeError(one_line(proc.stderr))
+        out("arm1_command_s", time.perf_counter() - started)
+        run_dir = next(root.glob("*/baseline/*/run.json")).parent
+        info = json.loads((run_dir / "run.json").read_text())
+        import pandas as pd  # the image has it; read only once the run wrote its table
+
+        seconds = pd.read_parquet(run_dir / "steps.parquet", columns=["step", "seconds"]).sort_values("step")["seconds"]
+        later = seconds.iloc[1:] if len(seconds) > 1 else seconds
+        out("arm1_steps", len(seconds))
+        out("arm1_first_step_s", float(seconds.iloc[0]))
+        out("arm1_step_s", float(later.mean()))
+        out("arm1_train_s", float(seconds.sum()))
+        out("arm1_run_wall_s", float(info["wall_seconds"]))
+        out("arm1_rollout_cap", info.get("rollout_cap"))
+        out("arm1_projected_50_steps_upper_bound_s", float(seconds.iloc[0] + 49 * later.mean()))
+
+    def model_folder(self, dtype: str, budget: float) -> Path:
+        """A randomly initialised Qwen3 folder of Qwen3-0.6B's shape (2 layers of width 64 in the dry run), the
+        real tokenizer beside it; made in a process of its own (the parts never import torch here)."""
+        folder = WORK / ("model_small" if self.dry else "model_0.6b")
+        if (folder / "config.json").is_file():
+            return folder
+        small = "dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, " \
+                "num_key_value_heads=2, head_dim=16)" if self.dry else "{}"
+        code = ("import torch; from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM\n"
+                "from rlvr_sweep.policy.architecture import QWEN3_0_6B_CONFIG\n"
+                f"shape = {{**dict(QWEN3_0_6B_CONFIG), **{small}}}; shape.pop('architectures', None)\n"
+                "torch.manual_seed(0)\n"
+                f"Qwen3ForCausalLM(Qwen3Config(**shape)).to(torch.{dtype}).save_pretrained({str(folder)!r})\n"
+                f"AutoTokenizer.from_pretrained({str(WORK / 'tokenizer')!r}).save_pretrained({str(folder)!r})")
+        proc = sh([sys.executable, "-c", code], budget, self.env())
+        if proc.returncode:
+            raise RuntimeError(f"the random model folder: {one_line(proc.stderr)}")
+        return folder
+
+    def tests(self, budget: float) -> None:
+        report = WORK / "gpu_tests.xml"
+        report.unlink(missing_ok=True)
+        proc = sh([sys.executable, "-m", "pytest", "-q", "-rs", "-o", "addopts=", "-p", "no:cacheprovider",  # serial: no xdist there
+                   f"--junitxml={report}",
+                   *GPU_TESTS], budget, self.env())
+        outcomes = test_outcomes(report) if report.is_file() else {}
+        counts = {k: sum(v == k for v in outcomes.values()) for k in ("passed", "failed", "skipped")}
+        out("gpu_tests", ", ".join(f"{n} {k}" for k, n in counts.items()) if outcomes else one_line(proc.stdout + proc.stderr))
+        for line in proc.stdout.splitlines():
+            if line.startswith(("FAILED", "SKIPPED", "ERROR")):
+                print(f"  {line}", flush=True)
+        gpu_only = {t: o for t, o in outcomes.items() if t.startswith(GPU_ONLY.removesuffix(".py").replace("/", "."))}
+        out("gpu_only_tests", ", ".join(f"{t.rsplit('.', 1)[-1]} {o}" for t, o in sorted(gpu_only.items())))
+        if proc.returncode not in (0, 5) or counts["failed"]:
+            raise RuntimeError(f"pytest exit {proc.returncode}: {one_line(proc.stdout + proc.stderr)}")
+        if not gpu_only or any(o != "passed" for o in gpu_only.values()):
+            raise RuntimeError(f"{sum(o == 'skipped' for o in gpu_only.values())} of {len(gpu_only)} tests of "
+                               f"{GPU_ONLY} skipped or failed: a GPU check whose GPU tests did not run checked nothing")
+
+    # --- the whole sequence ---------------------------------------------------------------------
+
+    def run(self) -> int:
+        out("mode", "dry_run_cpu" if self.dry else "gpu")
+        skip = set(filter(None, self.args.skip.split(",")))
+        for name in SHARES:
+            if name in skip:
+                continue
+            started, budget = time.perf_counter(), self.left(SHARES[name])
+            try:
+                getattr(self, name)(budget)
+                out(f"{name}_ok", True)
+            except Exception as err:  # noqa: BLE001  (one expensive call: report in one line and go on)
+                out(f"{name}_ok", False)
+                out(f"{name}_error", f"{type(err).__name__}: {err}".replace("\n", " ")[:500])
+            out(f"{name}_s", time.perf_counter() - started)
+        print("== summary", flush=True)
+        wanted = r"engine\.(decode_ms_per_step|readout_s|readout_tokens_per_s|arm1_projected|greedy_|peak_gpu)"
+        for key in sorted(k for k in figures if re.match(wanted, k)):
+            out(key, figures[key])
+        for key, floor in FLOORS.items():
+            if key in figures:
+                out(f"{key}_over_floor", float(figures[key]) / floor)
+        out("elapsed_s_total", self.args.deadline_s - (self.deadline - time.monotonic()))
+        expected = {n for n in SHARES if n not in skip} - ({"tests"} if self.dry else set())
+        return 0 if all(figures.get(f"{n}_ok") == "True" for n in expected) else 1
+
+
+def test_outcomes(report: Path) -> dict[str, str]:
+    """{classname.name: passed | failed | skipped} from pytest's junit XML report."""
+    import xml.etree.ElementTree as ET
+
+    outcomes = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        kinds = {child.tag for child in case}
+        outcome = "failed" if kinds & {"failure", "error"} else "skipped" if "skipped" in kinds else "passed"
+        outcomes[f"{case.get('classname')}.{case.get('name')}"] = outcome
+    return outcomes
 
 
 def prepare(tokenizer: Path, data: Path) -> None:
-    """Copy the tokenizer and the MATH files into the work folder (to carry to the GPU machine)."""
+    """Fill the work folder to carry: the tokenizer, the MATH files, the wheels the image lacks."""
+    missing = [p for p in (tokenizer / "vocab.json", data / "math500.jsonl", data / "math_train.jsonl") if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"--prepare: {', '.join(map(str, missing))} not found (--tokenizer, --data)")
     (WORK / "data").mkdir(parents=True, exist_ok=True)
     shutil.copytree(tokenizer, WORK / "tokenizer", dirs_exist_ok=True)
     for name in ("math_train.jsonl", "math500.jsonl"):
         shutil.copy2(data / name, WORK / "data" / name)
-
-
-def install(dry_run: bool) -> None:
-    before = sh([sys.executable, "-c", "import torch; print(torch.__version__)"], 120).stdout.strip()
-    out("torch_before", before)
-    if not dry_run:
-        proc = sh([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q", "-e", "."], 300)
-        out("pip_install_rc", proc.returncode)
-        if proc.returncode:
-            raise RuntimeError(proc.stderr[-600:])
-    after = sh([sys.executable, "-c", "import torch; print(torch.__version__, torch.cuda.is_available())"], 120)
-    out("torch_after", after.stdout.strip())
-    missing = [m for m in DEPENDENCIES if sh([sys.executable, "-c", f"import {m}"], 120).returncode]
-    out("dependencies_missing", ",".join(missing) or "none")
-    if before != after.stdout.split()[0] or missing:
-        raise RuntimeError(f"torch changed ({before} -> {after.stdout.strip()}) or missing: {missing}")
-
-
-def gpu_tests() -> None:
-    proc = sh([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *GPU_TESTS], 360)
-    tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-300:]
-    out("gpu_tests", tail)
-    for line in proc.stdout.splitlines():
-        if line.startswith(("FAILED", "SKIPPED", "ERROR")):
-            print(f"  {line}", flush=True)
-    if proc.returncode:
-        raise RuntimeError(f"pytest exit {proc.returncode}")
-
-
-def engine_bench(dry_run: bool) -> None:
-    args = ["--cpu", "--quick"] if dry_run else ["--time-limit-s", "200", "--fixed-readout-budget-s", "40"]
-    proc = sh([sys.executable, "bench/bench_engine.py", *args], 150 if dry_run else 260)
-    for line in proc.stdout.splitlines():
-        key, _, value = line.partition("=")
-        if re.fullmatch(r"[a-z0-9_]+", key) and value:
-            out(f"engine.{key}", value)
-    if proc.returncode:
-        raise RuntimeError(proc.stderr[-600:])
-
-
-def model_folder(dry_run: bool, dtype: str) -> Path:
-    """A randomly initialised Qwen3 folder of Qwen3-0.6B's shape (2 layers of width 64 in the dry run)
-    with the real tokenizer."""
-    import torch
-    from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
-
-    from rlvr_sweep.policy.architecture import QWEN3_0_6B_CONFIG
-
-    shape = dict(QWEN3_0_6B_CONFIG)
-    if dry_run:
-        shape.update(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                     num_key_value_heads=2, head_dim=16)
-    folder = WORK / ("model_small" if dry_run else "model_0.6b")
-    if not (folder / "config.json").is_file():
-        torch.manual_seed(0)
-        model = Qwen3ForCausalLM(Qwen3Config(**{k: v for k, v in shape.items() if k != "architectures"}))
-        model.to(getattr(torch, dtype)).save_pretrained(folder)
-        AutoTokenizer.from_pretrained(WORK / "tokenizer").save_pretrained(folder)
-    return folder
-
-
-def arm1_run(dry_run: bool, readout_items: int) -> None:
-    dtype = "float32" if dry_run else "bfloat16"
-    folder = model_folder(dry_run, dtype)
-    steps = 2 if dry_run else 5
-    root = WORK / ("runs_dry" if dry_run else "runs")
-    overrides = ["+arm=baseline", f"model.path={folder}", f"model.dtype={dtype}", f"train.steps={steps}",
-                 f"data.root={WORK / 'data'}", "eval.benchmarks=[math500]", f"eval.limit={readout_items}",
-                 f"run.out_root={root}", f"hydra.run.dir={root}/hydra"]
-    overrides += (["model.name=random_small", "model.device=cpu", "profile.length_scale=0.03125"] if dry_run
-                  else ["model.device=cuda"])
-    proc = sh([sys.executable, "-m", "rlvr_sweep", *overrides], 150 if dry_run else 300)
-    if proc.returncode:
-        raise RuntimeError(proc.stderr[-800:])
-    info = json.loads(next(root.glob("*/baseline/*/run.json")).read_text())
-    step_s = info["totals"]["seconds"] / max(info["totals"]["steps"], 1)
-    readout_s = max(info["wall_seconds"] - info["totals"]["seconds"], 0.0) / 2  # base and trained read-outs
-    out("arm1_steps", info["totals"]["steps"])
-    out("train_step_s", step_s)
-    out("readout_s_per_item", readout_s / readout_items)
-    out("projected_50_steps_plus_950_readout_s", 50 * step_s + 950 * readout_s / readout_items)
+    shutil.rmtree(WORK / "wheels", ignore_errors=True)  # one version of each, never an older one beside
+    wheels = offline_site.fetch(WORK / "wheels")
+    size = sum(w.stat().st_size for w in wheels)
+    print(f"prepared {WORK}: tokenizer, data, {len(wheels)} wheels ({size / 1024:.0f} KiB): "
+          + ", ".join(w.name for w in wheels), flush=True)
 
 
 def main(argv=None) -> int:
-    global WORK
+    global WORK, summary_file
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dry-run", action="store_true", help="the same sequence on the CPU, smallest sizes")
-    p.add_argument("--prepare", action="store_true", help="copy the tokenizer and MATH files in first")
+    p.add_argument("--prepare", action="store_true", help="only fill the work folder (tokenizer, data, wheels)")
     p.add_argument("--tokenizer", default=str(REPO.parent / "shared" / "tokenizers" / "qwen3"), help="for --prepare")
     p.add_argument("--data", default=str(REPO.parent / "shared" / "data"), help="for --prepare")
     p.add_argument("--work", default=str(WORK), help="the work folder (default .gpu_check/ in the repository)")
-    p.add_argument("--readout-items", type=int, default=None, help="MATH-500 items read out (GPU 64, dry run 2)")
-    p.add_argument("--skip", default="", help="parts to leave out: install,tests,engine,arm1")
+    p.add_argument("--out", default=os.environ.get("OUT") or None, help="where the summary is written (default $OUT)")
+    p.add_argument("--deadline-s", type=float, default=None,
+                   help="the whole check's time (default 480; the dry run's on a CPU, 900)")
+    p.add_argument("--readout-items", type=int, default=None, help="MATH-500 items the Arm 1 run reads out")
+    p.add_argument("--skip", default="", help=f"parts to leave out: {','.join(SHARES)}")
     args = p.parse_args(argv)
     WORK = Path(args.work).resolve()
-    started = time.perf_counter()
     if args.prepare:
-        prepare(Path(args.tokenizer), Path(args.data))
-    if not (WORK / "tokenizer").is_dir() or not (WORK / "data" / "math500.jsonl").is_file():
-        print(f"{WORK} lacks tokenizer/ or data/: run with --prepare where ../shared is", file=sys.stderr)
+        try:
+            prepare(Path(args.tokenizer), Path(args.data))
+        except (OSError, RuntimeError) as err:
+            print(f"gpu_check: {err}", file=sys.stderr)
+            return 2
+        return 0
+    lacking = [p for p in (WORK / "tokenizer", WORK / "data" / "math500.jsonl", WORK / "wheels") if not p.exists()]
+    if lacking:
+        print(f"gpu_check: {', '.join(map(str, lacking))} missing: run `python bench/gpu_check.py --prepare` where "
+              "../shared and PyPI are, and carry .gpu_check", file=sys.stderr)
         return 2
-    skip = set(filter(None, args.skip.split(",")))
-    out("mode", "dry_run_cpu" if args.dry_run else "gpu")
-    for name, fn in (("install", lambda: install(args.dry_run)), ("tests", gpu_tests),
-                     ("engine", lambda: engine_bench(args.dry_run)),
-                     ("arm1", lambda: arm1_run(args.dry_run, args.readout_items or (2 if args.dry_run else 64)))):
-        if name not in skip:
-            part(name, fn)
-    print("== summary", flush=True)
-    for key in sorted(k for k in figures if k.startswith("engine.decode_ms_per_step_b8_")):
-        out(key.removeprefix("engine."), figures[key])
-    for key in ("train_step_s", "projected_50_steps_plus_950_readout_s"):
-        if key in figures:
-            out(key, figures[key])
-    out("elapsed_s_total", time.perf_counter() - started)
-    return 0 if all(figures.get(f"{n}_ok") == "True" for n in ("install", "tests", "engine", "arm1") if n not in skip) else 1
+    args.deadline_s = args.deadline_s or (900.0 if args.dry_run else 480.0)
+    summary_file = Path(args.out or WORK) / "gpu_check_summary.txt"
+    summary_file.parent.mkdir(parents=True, exist_ok=True)
+    return Check(args).run()
 
 
 if __name__ == "__main__":

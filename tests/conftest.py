@@ -27,12 +27,28 @@ CONF_DIR = REPO / "conf"
 pytest_plugins = ("tests.sweeps",)  # the shared sweeps: one definition, built once per session
 
 
+# The slow tier in two halves of about equal time, for two cores (`.ci/run`: half 1 beside the fast tier,
+# half 2 after it): half 1 is every user of a shared sweep (each sweep then built once) and the modules below.
+SLOW_HALF_ONE = ("tests/sweep/test_paper_path.py", "tests/examples/test_plugin_sweeps.py", "tests/sweep/test_cli.py",
+                 "tests/run/test_resume.py", "tests/run/test_reporting.py")
+
+
 def pytest_addoption(parser):
     parser.addoption("--all", action="store_true", help="run the slow tier too (default: the fast tier only)")
+    parser.addoption("--slow-half", choices=("1", "2"), default=None,
+                     help="with -m slow: only half 1 (the users of the shared sweeps and SLOW_HALF_ONE) or half 2")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: starts real processes or sweeps; left out unless -m slow or --all")
+    # The fast tier runs on every core (pyproject's addopts: `-n auto`); the slow tier serially, unless `-n`
+    # is typed: its tests share sweeps built once per session, one SLURM node and the machine's cores.
+    typed = config.invocation_params.args
+    asked_for_workers = any(a in ("-n", "--numprocesses") or a.startswith(("-n", "--numprocesses=")) for a in typed)
+    if (config.getoption("--all") or config.getoption("markexpr")) and not asked_for_workers \
+            and getattr(config.option, "numprocesses", None):
+        config.option.numprocesses, config.option.dist, config.option.tx = None, "no", []
 
 
 def pytest_collection_modifyitems(config, items):
@@ -42,6 +58,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if any(name in SWEEP_FIXTURES for name in getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    half = config.getoption("--slow-half")
+    if half:
+        def in_half_one(item) -> bool:
+            return (any(name in SWEEP_FIXTURES for name in getattr(item, "fixturenames", ()))
+                    or Path(item.path).relative_to(REPO).as_posix() in SLOW_HALF_ONE)
+
+        other = [item for item in items if item.get_closest_marker("slow") and in_half_one(item) != (half == "1")]
+        if other:
+            config.hook.pytest_deselected(items=other)
+            items[:] = [item for item in items if item not in other]
     if config.getoption("--all") or config.getoption("markexpr"):
         return
     slow = [item for item in items if item.get_closest_marker("slow")]

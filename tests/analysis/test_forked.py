@@ -38,7 +38,8 @@ def test_a_table_a_child_built_is_reused_by_this_process():
 
 def test_groups_split_the_cost_evenly_and_keep_the_order():
     # costliest first, each to the lighter group: 3.9 | 2.9, then 2.5 -> the second, 2.5 -> the first, 0.1 -> the second
-    assert groups(["runs", "table1", "table4", "audit", "baseline_runs"], 2) == [
+    cost = {"table4": 3.9, "baseline_runs": 2.9, "table1": 2.5, "audit": 2.5}  # given: COST follows the builders
+    assert groups(["runs", "table1", "table4", "audit", "baseline_runs"], 2, cost) == [
         ["table4", "audit"], ["runs", "table1", "baseline_runs"]]
     assert groups(["table1"], 4) == [["table1"]]
 

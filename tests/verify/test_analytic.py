@@ -43,3 +43,15 @@ def test_pass2_reports_a_broken_law(monkeypatch):
     monkeypatch.setitem(analytic.EXPECTED_EOS, "root_restart", (0.5, 0.5))  # as if root restart were unbiased
     _, problems = analytic.run_pass2()
     assert len(problems) == 1 and "root_restart" in problems[0] and "(0.5, 0.25)" in problems[0]
+
+
+@pytest.mark.parametrize("homogeneous_step", ["full_backward", "zero_grad", "skip"])
+def test_plain_adamw_is_bitwise_torch_adamw(homogeneous_step):
+    """PASS 2's optimizer (no `torch._dynamo` import) leaves every parameter and both moments bitwise where
+    `torch.optim.AdamW` (training's `make_adamw`) leaves them, under each optimizer_step."""
+    from rlvr_sweep.update import make_adamw
+
+    assert analytic.PlainAdamW.available()  # this torch has the kernel: PASS 2 uses it
+    plain = analytic._adamw_run(homogeneous_step, analytic.PlainAdamW)
+    torch_adamw = analytic._adamw_run(homogeneous_step, make_adamw)
+    assert [t.numpy().tobytes() for t in plain] == [t.numpy().tobytes() for t in torch_adamw]

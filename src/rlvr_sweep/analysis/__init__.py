@@ -10,7 +10,7 @@ figures; it reads parquet only, never a model.
 from rlvr_sweep.analysis.contrasts import Contrast, build_table2b, load_contrasts, parse_contrasts
 from rlvr_sweep.analysis.ensembles import checkpoint_union, correctness_matrix
 from rlvr_sweep.analysis.flops import ledger_tokens, proxies
-from rlvr_sweep.analysis.report import ALL_TABLES, TABLES, TEST_TIME_TABLES, build_tables, save_tables
+from rlvr_sweep.analysis.report import ALL_TABLES, TABLES, TEST_TIME_TABLES, build_tables, save_tables, table_notes
 from rlvr_sweep.analysis.source import Sweep, item_matrix, load_sweep
 from rlvr_sweep.analysis.stats import bootstrap_ci, mean_sd
 from rlvr_sweep.analysis.voting import Candidate, Vote, vote, vote_detail
@@ -19,7 +19,7 @@ __all__ = [
     "ALL_TABLES", "Candidate", "Contrast", "FIGURES", "Sweep", "TABLES", "TEST_TIME_TABLES", "Vote", "bootstrap_ci",
     "build_table2b", "checkpoint_union", "correctness_matrix", "build_tables", "figure1", "figure2", "item_matrix", "ledger_tokens", "load_contrasts",
     "load_sweep", "mean_sd",
-    "parse_contrasts", "proxies", "save_tables", "training_curves", "vote", "vote_detail",
+    "parse_contrasts", "proxies", "save_tables", "table_notes", "training_curves", "vote", "vote_detail",
 ]
 _FIGURES = ("FIGURES", "figure1", "figure2", "training_curves")  # matplotlib is imported when one is asked for
 

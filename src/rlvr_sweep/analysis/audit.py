@@ -57,16 +57,22 @@ def build_audit(sweep: Sweep) -> Table:
     runs = sweep.runs
     if not len(runs) or "lengths.audit_prefix" not in runs.columns:
         return Table.unbuilt("audit", title, "the runs do not record an audit cut (run.json lengths.audit_prefix)")
-    long_units = [u for u in sweep.units()
-                  if (sweep.runs_of(u)["horizon_tokens"] > sweep.runs_of(u)["lengths.audit_prefix"]).all()]
+    longer = (runs["horizon_tokens"] > runs["lengths.audit_prefix"]).groupby(runs["unit"], sort=False).all()
+    long_units = [u for u in sweep.units() if longer[u]]  # every run of the arm rolls out past the cut
     if not long_units:
         return Table.unbuilt("audit", title, "no arm has a rollout horizon above the 512-token audit cut "
                                              "(run a 1,024-token arm, e.g. +arm=stopped_tree horizon=1024)")
+    # every long arm's rollouts audited at once (one merge, one walk), then summarised arm by arm
+    ro = sweep.rollouts
+    ro = ro.loc[ro["unit"].isin(long_units).to_numpy(), [c for c in dict.fromkeys((*RUN_KEYS, *_READ))
+                                                       if c in ro.columns]] if len(ro) else ro
+    audit = audit_rows(ro, runs[runs["unit"].isin(long_units)]) if len(ro) else pd.DataFrame()
+    audited = dict(iter(audit.groupby("unit", sort=False))) if len(audit) else {}
+    rollouts = ro["unit"].value_counts().to_dict() if len(ro) else {}
     rows = []
     for u in long_units:
-        ro = sweep.rows("rollouts", unit=u)
-        audit = audit_rows(ro, sweep.runs_of(u)) if len(ro) else pd.DataFrame()
-        summary = summarize(audit, len(ro)) if len(audit) else summarize(_EMPTY, len(ro))
+        mine = audited.get(u)
+        summary = summarize(mine if mine is not None else _EMPTY, rollouts.get(u, 0))
         rows.append({"label": sweep.label(u), "unit": u, "cut": int(sweep.runs_of(u)["lengths.audit_prefix"].iloc[0]),
                      **summary})
     frame = pd.DataFrame(rows)

@@ -24,22 +24,27 @@ from rlvr_sweep.config import scaled_length
 REFERENCE_BATCH = 32  # the paper's read-out batch
 
 
-def greedy_readouts(sweep: Sweep) -> dict[str, list[Readout]]:
-    """{checkpoint key: its greedy read-outs}, the training run's own first."""
+def greedy_readouts(sweep: Sweep, read_again: bool = False) -> dict[str, list[Readout]]:
+    """{checkpoint key: its greedy read-outs}, the training run's own first. `read_again`: only the
+    checkpoints that a task=evaluate run read out greedily too (the only ones with two read-outs: a
+    training run reads its own checkpoint out once), so a sweep without such runs cuts no run's rows."""
     out: dict[str, list[Readout]] = {}
+    evaluated = [r for r in readouts_of(sweep, "greedy") if r.batch_size is not None]
+    keys = {r.key for r in evaluated}
     for _, run in sweep.runs.iterrows():
+        key, label, _ = checkpoint_of(sweep, run, "trained")
+        if read_again and key not in keys:
+            continue
         rows = sweep.rows("grades", unit=run["unit"], seed=run["seed"], phase="trained")
         batch = run.get("eval_batch_size")
         if not len(rows) or pd.isna(batch):
             continue
-        key, label, _ = checkpoint_of(sweep, run, "trained")
         out.setdefault(key, []).append(Readout(key, label, "trained", "greedy", run["run_dir"], int(batch),
                                                readout_cap(rows, run),
                                                scaled_length(MDL_MIN_LEN, float(run.get("length_scale", 1.0))),
                                                int(run["seed"]), run, rows))
-    for r in readouts_of(sweep, "greedy"):
-        if r.batch_size is not None:
-            out.setdefault(r.key, []).append(r)
+    for r in evaluated:
+        out.setdefault(r.key, []).append(r)
     return out
 
 
@@ -56,7 +61,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, n_resamples: int, seed: int) -> di
 def batch_audits(sweep: Sweep, n_resamples: int = 4000, seed: int = 0) -> pd.DataFrame:
     """One row per checkpoint, other batch size and benchmark (and `pool` over several benchmarks)."""
     rows = []
-    for key, readouts in greedy_readouts(sweep).items():
+    for key, readouts in greedy_readouts(sweep, read_again=True).items():
         sizes = sorted({r.batch_size for r in readouts})
         if len(sizes) < 2:
             continue

@@ -25,15 +25,20 @@ FLAT_CATEGORIES = ("flat", "flat_warmup")
 def build_table2a(sweep: Sweep) -> Table:
     title = "Table 2A: census of cap-associated active steps and reward-divergent pairs (§4.4)"
     per_run = census_by_run(sweep.steps, sweep.rollouts, sweep.pairs, sweep.runs)
-    units = [u for u in sweep.units() if per_run.loc[list(sweep.runs_of(u)["run_hash"]), "steps"].sum()]
+    # an arm's numbers are its runs' sums (whole numbers: the same in any order), all arms in one grouping
+    runs = sweep.runs
+    unit_of = runs.drop_duplicates("run_hash").set_index("run_hash")["unit"] if len(runs) else pd.Series(dtype=str)
+    per_unit = per_run.groupby(unit_of.reindex(per_run.index).to_numpy(), sort=False).sum()
+    units = [u for u in sweep.units() if u in per_unit.index and per_unit.at[u, "steps"]]
     if not units:
         return Table.unbuilt("table2a", title, "no run has a steps ledger")
+    caps = runs.groupby("unit", sort=False)["horizon_tokens"].unique()
+    n_runs = runs.groupby("unit", sort=False).size()
     rows = []
     for u in units:
-        runs = sweep.runs_of(u)
-        caps = sorted(runs["horizon_tokens"].unique())
-        rows.append({"label": sweep.label(u), "unit": u, "cap": int(caps[0]) if len(caps) == 1 else -1,
-                     **_unit_counts(per_run.loc[list(runs["run_hash"])], len(runs))})
+        cap = sorted(caps[u])
+        rows.append({"label": sweep.label(u), "unit": u, "cap": int(cap[0]) if len(cap) == 1 else -1,
+                     **_unit_counts(per_unit.loc[u], int(n_runs[u]))})
     frame = pd.DataFrame(rows)
     return Table("table2a", title, frame, _display(frame))
 
@@ -80,9 +85,9 @@ def census_by_run(steps: pd.DataFrame, rollouts: pd.DataFrame, pairs: pd.DataFra
     return out
 
 
-def _unit_counts(per_run: pd.DataFrame, n_runs: int) -> dict:
-    """An arm's census row from its runs' rows of `census_by_run`."""
-    total = {k: int(v) for k, v in per_run.sum().items()}
+def _unit_counts(sums: pd.Series, n_runs: int) -> dict:
+    """An arm's census row from the sums of its runs' rows of `census_by_run`."""
+    total = {k: int(v) for k, v in sums.items()}
     out = {"n_runs": n_runs, "steps": total["steps"], "active_steps": total["active_steps"],
            "cap_assoc_active": total["cap_assoc_active"], "capr0_leaves": total["capr0_leaves"],
            "r0_leaves": total["r0_leaves"]}

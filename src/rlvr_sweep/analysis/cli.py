@@ -37,7 +37,8 @@ from pathlib import Path
 from rlvr_sweep.analysis.contrasts import SHIPPED, load_contrasts
 from rlvr_sweep.analysis.ensembles import REFERENCE_ARMS, checkpoint_union, parse_checkpoints, union_lines
 from rlvr_sweep.analysis.forked import default_jobs
-from rlvr_sweep.analysis.report import ALL_TABLES, OPTIONAL_TABLES, SELECTION, build_tables, header_lines, save_tables
+from rlvr_sweep.analysis.report import (ALL_TABLES, OPTIONAL_TABLES, SELECTION, build_tables, header_lines, save_tables,
+                                        table_notes)
 from rlvr_sweep.analysis.source import load_sweep
 from rlvr_sweep.store import CollectError
 
@@ -168,7 +169,7 @@ def main(argv=None) -> int:
                 del tables[name]
         for table in tables.values():
             print(table.markdown() + "\n", flush=True)
-        written = save_tables(tables, args.out, [*header, *(n for n in sweep.notes if n not in header)])
+        written = save_tables(tables, args.out, table_notes(sweep, root))
     else:
         written = []
         from rlvr_sweep.analysis.figures import FIGURES  # matplotlib: only to draw

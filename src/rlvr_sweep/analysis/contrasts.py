@@ -90,7 +90,7 @@ def contrast_grid(sweep: Sweep, c: Contrast, profile: str | None = None) -> tupl
     for ref in dict.fromkeys(c.arms):
         rows = sweep.candidates(ref, profile)
         if len(rows) > 1:  # several rows of one arm: the ones that read this benchmark out
-            rows = [u for u in rows if len(grade_rows(sweep, u, c.benchmark))] or rows
+            rows = [u for u in rows if len(grade_rows(sweep, u, c.benchmark, columns=("seed",)))] or rows
         found[ref] = rows
     absent = [ref for ref, rows in found.items() if not rows]
     if absent:

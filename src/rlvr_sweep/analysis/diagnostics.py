@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from rlvr_sweep.analysis.render import Table, num
-from rlvr_sweep.analysis.source import BASE_LABEL, BENCHMARK_NAMES, Sweep, benchmark_order, cut
+from rlvr_sweep.analysis.source import BASE_LABEL, BENCHMARK_NAMES, Sweep, benchmark_order
 from rlvr_sweep.config import scaled_length
 
 SHORT_TOKENS = 30  # §3.1: a response of fewer tokens is the short mode
@@ -112,8 +112,38 @@ def readout_counts(grades: pd.DataFrame, short_tokens: int, box_chars: int) -> d
             "correct_boxed": int(boxed.sum()), "boxed_derived": int((boxed & (before >= box_chars)).sum())}
 
 
-def _readout_row(label: str, unit: str, benchmark: str, rows: pd.DataFrame, seeds: int, scale: float) -> dict:
-    counts = readout_counts(rows, scaled_length(SHORT_TOKENS, scale), scaled_length(BOX_CHARS, scale))
+def _trained_counts(sweep: Sweep) -> dict:
+    """{(unit, benchmark): (readout_counts of the arm's trained rows, their number of seeds)} for every
+    arm at once: each row's flags from whole columns, summed per arm and benchmark (counts: the same in any
+    order), instead of cutting each arm's rows (what used to be most of this table's time)."""
+    g = sweep.grades
+    trained = g.loc[(g["phase"] == "trained").to_numpy(), ["unit", "benchmark", "seed", *_READOUT_COLUMNS[2:]]]
+    if not len(trained):
+        return {}
+    runs = sweep.runs
+    scale = (runs.drop_duplicates("unit").set_index("unit")["length_scale"].astype(float)
+             if "length_scale" in runs.columns else pd.Series(1.0, index=pd.Index(runs["unit"].unique())))
+    units = trained["unit"]
+    short_tokens = units.map({u: scaled_length(SHORT_TOKENS, s) for u, s in scale.items()}).to_numpy(dtype=float)
+    box_chars = units.map({u: scaled_length(BOX_CHARS, s) for u, s in scale.items()}).to_numpy(dtype=float)
+    short = trained["length"].to_numpy() < short_tokens
+    correct = trained["correct"].astype(bool).to_numpy()
+    boxed = correct & trained["has_box"].astype(bool).to_numpy()
+    before = np.full(len(trained), -1)  # where the last \boxed starts: read only where it is counted
+    at = np.flatnonzero(boxed)
+    before[at] = [t.rfind("\\boxed") for t in trained["response"].iloc[at].fillna("").tolist()]
+    flags = pd.DataFrame({"unit": units.to_numpy(), "benchmark": trained["benchmark"].to_numpy(), "short": short,
+                          "short_correct": short & correct, "multi": ~short, "multi_correct": ~short & correct,
+                          "correct_boxed": boxed, "boxed_derived": boxed & (before >= box_chars)})
+    by = flags.groupby(["unit", "benchmark"], sort=False)
+    sums, sizes, seeds = by.sum(), by.size(), trained.groupby(["unit", "benchmark"], sort=False)["seed"].nunique()
+    out = {}
+    for key, row in zip(sums.index.tolist(), sums.to_dict("records")):
+        out[key] = ({"n": int(sizes[key]), **{k: int(v) for k, v in row.items()}}, int(seeds[key]))
+    return out
+
+
+def _readout_row(label: str, unit: str, benchmark: str, counts: dict, seeds: int, scale: float) -> dict:
     ratio = lambda a, b: 100 * a / b if b else float("nan")  # noqa: E731
     return {"label": label, "unit": unit, "benchmark": benchmark, "n_seeds": seeds,
             "short_tokens": scaled_length(SHORT_TOKENS, scale), "box_chars": scaled_length(BOX_CHARS, scale),
@@ -122,6 +152,9 @@ def _readout_row(label: str, unit: str, benchmark: str, rows: pd.DataFrame, seed
             "multi_share": ratio(counts["multi"], counts["n"]),
             "multi_accuracy": ratio(counts["multi_correct"], counts["multi"]),
             "boxed_derived_share": ratio(counts["boxed_derived"], counts["correct_boxed"])}
+
+
+_READOUT_COLUMNS = ("benchmark", "seed", "length", "correct", "has_box", "response")  # what a read-out row reads
 
 
 def build_baseline_readouts(sweep: Sweep) -> Table:
@@ -138,14 +171,20 @@ def build_baseline_readouts(sweep: Sweep) -> Table:
         for key, part in base.groupby("base_hash", sort=False):
             first = part[part["run_hash"] == part["run_hash"].iloc[0]]  # greedy: every run read the same
             for b in sorted(first["benchmark"].unique(), key=benchmark_order):
-                rows.append(_readout_row(sweep.base_labels.get(key, BASE_LABEL), f"base:{key}", b,
-                                         first[first["benchmark"] == b], 1, scales.get(first["run_hash"].iloc[0], 1.0)))
+                scale = scales.get(first["run_hash"].iloc[0], 1.0)
+                counts = readout_counts(first[first["benchmark"] == b], scaled_length(SHORT_TOKENS, scale),
+                                        scaled_length(BOX_CHARS, scale))
+                rows.append(_readout_row(sweep.base_labels.get(key, BASE_LABEL), f"base:{key}", b, counts, 1, scale))
+    trained = _trained_counts(sweep)
+    benchmarks: dict = {}
+    for unit, b in trained:
+        benchmarks.setdefault(unit, []).append(b)
+    has_scale = "length_scale" in sweep.runs.columns
     for unit in sweep.units():
-        mine = sweep.rows("grades", unit=unit, phase="trained")
-        scale = float(sweep.runs_of(unit)["length_scale"].iloc[0]) if "length_scale" in sweep.runs.columns else 1.0
-        for b in sorted(mine["benchmark"].unique(), key=benchmark_order):
-            part = mine[mine["benchmark"] == b]
-            rows.append(_readout_row(sweep.label(unit), unit, b, part, int(part["seed"].nunique()), scale))
+        scale = float(sweep.rows("runs", unit=unit)["length_scale"].iloc[0]) if has_scale else 1.0
+        for b in sorted(benchmarks.get(unit, []), key=benchmark_order):
+            counts, seeds = trained[(unit, b)]
+            rows.append(_readout_row(sweep.label(unit), unit, b, counts, seeds, scale))
     if not rows:
         return Table.unbuilt("baseline_readouts", title, "no greedy read-out found")
     frame = pd.DataFrame(rows)
@@ -167,76 +206,178 @@ def build_baseline_readouts(sweep: Sweep) -> Table:
 
 def surface_divergence(rollouts: pd.DataFrame) -> dict:
     """§3.3 over one run's rollouts: failed rollouts of active groups, those sharing an equation with an
-    R = 1 sibling, and the mean longest common token prefix with an R = 1 sibling (groups in (step,
-    question_id) order, failed rollouts in ledger order)."""
-    failed = shared = 0
-    prefixes = []
-    rewards = rollouts["reward"].to_numpy(dtype=float).tolist()
-    heads, tokens = rollouts["head_text"].tolist(), rollouts["tokens"].tolist()
-    groups: dict = {}
-    for i, key in enumerate(zip(rollouts["step"].tolist(), rollouts["question_id"].tolist())):
-        groups.setdefault(key, []).append(i)
-    for key in sorted(groups):
-        members = groups[key]
-        r = [rewards[i] for i in members]
-        if min(r) == max(r):
-            continue
-        winners = [i for i in members if rewards[i] == 1]
-        win_equations = [equations(heads[i]) for i in winners]
-        win_tokens = [_packed(tokens[i]) for i in winners]
-        for i in members:
-            if rewards[i] != 0:
-                continue
-            failed += 1
-            mine = equations(heads[i])
-            shared += any(mine & other for other in win_equations)
-            if win_tokens:
-                loser = _packed(tokens[i])
-                prefixes.append(max(_common_bytes(loser, w) for w in win_tokens) // _WIDTH)
+    R = 1 sibling, and the mean longest common token prefix with an R = 1 sibling (the longest over the
+    siblings, then the mean over the failed rollouts)."""
+    rewards = rollouts["reward"].to_numpy(dtype=float)
+    group = rollouts.groupby(["step", "question_id"], sort=False, dropna=False).ngroup().to_numpy() if len(rollouts) else \
+        np.zeros(0, dtype=np.int64)
+    return _surface(rewards, rollouts["head_text"].to_numpy(dtype=object), rollouts["tokens"].to_numpy(dtype=object),
+                    group, _mixed(rewards, group))
+
+
+def _mixed(rewards: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Whether each rollout's group (numbered 0..G-1) is active: its rewards are not all equal."""
+    if not len(group):
+        return np.zeros(0, dtype=bool)
+    low, high = np.full(group.max() + 1, np.inf), np.full(group.max() + 1, -np.inf)
+    np.minimum.at(low, group, rewards)
+    np.maximum.at(high, group, rewards)
+    return low[group] != high[group]
+
+
+def _surface(rewards: np.ndarray, heads: np.ndarray, tokens: np.ndarray, group: np.ndarray,
+             active: np.ndarray) -> dict:
+    """`surface_divergence` of one run's rollouts given as arrays (one item per rollout): reward, head_text,
+    tokens, its (step, question_id) group's number and whether that group is active. Vectorised over the
+    run (a loop over groups, losers and winners in Python was most of the table's time): the failed (R = 0)
+    and winning (R = 1) rollouts of the active groups, every (failed, winner) pair of a group, their
+    common prefixes from one padded token matrix. Only counts and a mean of whole numbers come out, so
+    no order of summation can change them."""
+    losers = np.flatnonzero(active & (rewards == 0))
+    winners = np.flatnonzero(active & (rewards == 1))
+    winners = winners[np.argsort(group[winners], kind="stable")]  # by group
+    # a failed rollout shares an equation with some winner of its group = with the union of theirs
+    union: dict = {}
+    for w, g in zip(winners.tolist(), group[winners].tolist()):
+        union.setdefault(g, set()).update(equations(heads[w]))
+    shared = sum(bool(equations(heads[i]) & union.get(g, frozenset()))
+                 for i, g in zip(losers.tolist(), group[losers].tolist()))
+    failed = len(losers)
+    # every (failed, winner) pair of a group; each failed rollout's longest prefix over its winners
+    first = np.searchsorted(group[winners], group[losers], "left")
+    count = np.searchsorted(group[winners], group[losers], "right") - first
+    first, count, losers = first[count > 0], count[count > 0], losers[count > 0]
+    prefixes = np.zeros(0, dtype=np.int64)
+    if len(losers):
+        starts = np.cumsum(count) - count
+        pair_loser = np.repeat(losers, count)
+        pair_winner = winners[np.repeat(first, count) + np.arange(count.sum()) - np.repeat(starts, count)]
+        lcp = _common_prefixes(tokens, pair_loser, pair_winner)
+        prefixes = np.maximum.reduceat(lcp, starts)
     return {"failed_active": failed, "shared_equation": shared,
             "shared_share": 100 * shared / failed if failed else float("nan"),
-            "mean_lcp": float(np.mean(prefixes)) if prefixes else float("nan")}
+            "mean_lcp": float(np.mean(prefixes)) if len(prefixes) else float("nan")}
+
+
+_PAIR_CELLS = 1 << 24  # token comparisons per block of pairs: bounds the (pairs, width) matrix
+
+
+def _common_prefixes(tokens: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`common_prefix(tokens[a[j]], tokens[b[j]])` for every j, from the rows' int64 ids padded into one
+    matrix: the first position where two padded rows differ, capped at the shorter row's length."""
+    rows = np.union1d(a, b)
+    ids = [np.ascontiguousarray(tokens[i], dtype=np.int64).ravel() for i in rows.tolist()]
+    lengths = np.array([len(t) for t in ids], dtype=np.int64)
+    width = int(lengths.max())
+    matrix = np.full((len(rows), width), -1, dtype=np.int64)
+    if width:
+        flat = np.concatenate(ids)
+        at = np.repeat(np.arange(len(rows)), lengths)
+        matrix[at, np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = flat
+    a, b = np.searchsorted(rows, a), np.searchsorted(rows, b)
+    shorter = np.minimum(lengths[a], lengths[b])
+    if not width:
+        return shorter
+    out = np.empty(len(a), dtype=np.int64)
+    block = max(1, _PAIR_CELLS // width)
+    for lo in range(0, len(a), block):
+        same = matrix[a[lo:lo + block]] == matrix[b[lo:lo + block]]
+        out[lo:lo + block] = np.where(same.all(axis=1), width, same.argmin(axis=1))
+    return np.minimum(out, shorter)
+
+
+_NOT_RECORDED = {"failed_active": 0, "shared_equation": 0, "shared_share": float("nan"), "mean_lcp": float("nan")}
 
 
 def run_diagnostics(steps: pd.DataFrame, rollouts: pd.DataFrame) -> dict:
     """§3.1 / §3.2 / §3.3 figures of one run from its step and rollout ledgers."""
-    rewards = [[float(x) for x in r] for r in steps[["step", "rewards"]].sort_values("step")["rewards"]]
+    rewards = [[float(x) for x in r] for r in steps["rewards"]]  # one list per step (their order counts for nothing)
     all0 = sum(bool(r) and max(r) == 0 for r in rewards)
     all1 = sum(bool(r) and min(r) == 1 for r in rewards)
-    first = sorted(rollouts["step"].unique())[:EARLY_STEPS] if len(rollouts) else []
-    early = rollouts.loc[rollouts["step"].isin(first), "length"]  # the one column read: no text is cut
-    out = {"steps": len(rewards), "all_zero": all0, "all_one": all1,
-           "homogeneous_share": 100 * (all0 + all1) / len(rewards) if rewards else float("nan"),
-           "early_10_mean_tokens": float(early.mean()) if len(early) else float("nan"),
-           "total_tokens": int(steps["gen_tokens"].sum())}
-    have = {"tokens", "head_text"} <= set(rollouts.columns) and len(rollouts)
-    return {**out, **(surface_divergence(rollouts) if have else
-                      {"failed_active": 0, "shared_equation": 0, "shared_share": float("nan"), "mean_lcp": float("nan")})}
+    have = bool({"tokens", "head_text"} <= set(rollouts.columns) and len(rollouts))
+    empty = not len(rollouts)
+    return _diagnostics(len(rewards), all0, all1, steps["gen_tokens"].to_numpy(),
+                        np.zeros(0, dtype=np.int64) if empty else rollouts["step"].to_numpy(),
+                        np.zeros(0) if empty else rollouts["length"].to_numpy(),
+                        lambda: surface_divergence(rollouts) if have else _NOT_RECORDED)
 
 
-def _by_run(frame: pd.DataFrame, columns: list[str]):
-    """run_hash -> that run's rows of `frame`'s `columns` (those it has), in ledger order."""
-    narrow = frame[[c for c in columns if c in frame.columns]]
-    positions = narrow.groupby("run_hash", sort=False).indices if len(narrow) else {}
-    return lambda run_hash: cut(narrow, positions.get(run_hash, []))
+def _diagnostics(n_steps: int, all0: int, all1: int, gen_tokens: np.ndarray, steps: np.ndarray,
+                 lengths: np.ndarray, surface) -> dict:
+    """`run_diagnostics` from one run's numbers of steps and of all-0 and all-1 steps, its steps'
+    `gen_tokens`, its rollouts' `step` and `length` (arrays), and `surface()` giving its §3.3 figures."""
+    first = np.unique(steps)[:EARLY_STEPS]
+    early = lengths[np.isin(steps, first)]  # the one column read: no text is cut
+    out = {"steps": n_steps, "all_zero": all0, "all_one": all1,
+           "homogeneous_share": 100 * (all0 + all1) / n_steps if n_steps else float("nan"),
+           "early_10_mean_tokens": _mean(early) if len(early) else float("nan"),
+           "total_tokens": int(np.nansum(gen_tokens))}  # pandas' sum (NaN skipped), exact on whole numbers
+    return {**out, **surface()}
+
+
+def _mean(values: np.ndarray) -> float:
+    """pandas' mean of a column (`Series(values).mean()`): for whole numbers the float64 sum over the count."""
+    if values.dtype.kind in "iu":
+        return float(values.sum(dtype=np.float64) / np.float64(len(values)))
+    return float(pd.Series(values).mean())
+
+
+def _homogeneous(rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(all 0, all 1) of each step's rewards (each an array or list), from one concatenation; None where a
+    reward is NaN (Python's max and min then depend on the order: `run_diagnostics` decides those)."""
+    sizes = np.fromiter((len(r) for r in rewards), dtype=np.int64, count=len(rewards))
+    if not sizes.sum():
+        return np.zeros(len(rewards), dtype=bool), np.zeros(len(rewards), dtype=bool)
+    flat = np.concatenate([np.asarray(r, dtype=float).ravel() for r in rewards])
+    if np.isnan(flat).any():
+        return None
+    full = sizes > 0
+    starts = (np.cumsum(sizes) - sizes)[full]
+    all0, all1 = np.zeros(len(rewards), dtype=bool), np.zeros(len(rewards), dtype=bool)
+    all0[full] = np.maximum.reduceat(flat, starts) == 0
+    all1[full] = np.minimum.reduceat(flat, starts) == 1
+    return all0, all1
 
 
 def build_baseline_runs(sweep: Sweep) -> Table:
     title = "§3 diagnostics per run: early lengths, homogeneous groups, surface-token divergence in active groups"
     if not len(sweep.steps) or not len(sweep.rollouts):
         return Table.unbuilt("baseline_runs", title, "the sweep has no step and rollout ledgers")
-    rows = []
-    # each run's rows of the columns read here (a narrow frame: cutting it per run is cheap)
-    steps_of = _by_run(sweep.steps, ["run_hash", "step", "rewards", "gen_tokens"])
-    rollouts_of = _by_run(sweep.rollouts, ["run_hash", "step", "question_id", "reward", "length", "tokens", "head_text"])
-    for _, run in sweep.runs.iterrows():
-        steps = steps_of(run["run_hash"])
-        rollouts = rollouts_of(run["run_hash"])
-        if not len(steps):
+    # Each column read here is taken out of its frame once, as an array (groups and their activity for the
+    # whole sweep at once), and each run's part of it by the run's row positions: no frame is cut per run
+    # (the pandas work of cutting 1,024 runs' frames was most of this table's time).
+    steps, rollouts = sweep.steps, sweep.rollouts
+    step_rows = steps.groupby("run_hash", sort=False).indices
+    rollout_rows = rollouts.groupby("run_hash", sort=False).indices
+    rewards, gen_tokens = steps["rewards"].to_numpy(dtype=object), steps["gen_tokens"].to_numpy()
+    homogeneous = _homogeneous(rewards)
+    r_steps, lengths = rollouts["step"].to_numpy(), rollouts["length"].to_numpy()
+    has_tokens = "tokens" in rollouts.columns
+    surface_columns = None
+    if {"tokens", "head_text"} <= set(rollouts.columns):  # _surface's arguments
+        reward = rollouts["reward"].to_numpy(dtype=float)
+        group = rollouts.groupby(["run_hash", "step", "question_id"], sort=False, dropna=False).ngroup().to_numpy()
+        surface_columns = [reward, rollouts["head_text"].to_numpy(dtype=object),
+                           rollouts["tokens"].to_numpy(dtype=object), group, _mixed(reward, group)]
+    none = np.zeros(0, dtype=np.int64)
+    runs, rows = sweep.runs, []
+    for label, unit, seed, run_dir, run_hash in zip(runs["label"], runs["unit"], runs["seed"], runs["run_dir"],
+                                                     runs["run_hash"]):
+        mine, theirs = step_rows.get(run_hash, none), rollout_rows.get(run_hash, none)
+        if not len(mine):
             continue
-        rows.append({"label": run["label"], "unit": run["unit"], "seed": int(run["seed"]),
-                     "run_dir": sweep.relative(run["run_dir"]), "has_tokens": "tokens" in rollouts.columns,
-                     **run_diagnostics(steps, rollouts)})
+        if homogeneous is None:
+            mine_rewards = [[float(x) for x in r] for r in rewards[mine]]
+            all0 = sum(bool(r) and max(r) == 0 for r in mine_rewards)
+            all1 = sum(bool(r) and min(r) == 1 for r in mine_rewards)
+        else:
+            all0, all1 = int(homogeneous[0][mine].sum()), int(homogeneous[1][mine].sum())
+        surface = (lambda: _NOT_RECORDED) if surface_columns is None or not len(theirs) else \
+            (lambda: _surface(*(column[theirs] for column in surface_columns)))
+        rows.append({"label": label, "unit": unit, "seed": int(seed), "run_dir": sweep.relative(run_dir),
+                     "has_tokens": has_tokens,
+                     **_diagnostics(len(mine), all0, all1, gen_tokens[mine], r_steps[theirs], lengths[theirs],
+                                    surface)})
     if not rows:
         return Table.unbuilt("baseline_runs", title, "no run has a step ledger")
     frame = pd.DataFrame(rows)

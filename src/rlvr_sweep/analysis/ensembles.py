@@ -21,6 +21,7 @@ mean correct count over seeds and its Pass@k over seeds within the stratum.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from rlvr_sweep.analysis.render import Table, num
@@ -82,6 +83,22 @@ def stratum_of(k: int, n: int) -> str:
     return f"R{1 + sum(share >= edge for edge in STRATUM_EDGES)}"
 
 
+_COLUMNS = ("item_id", "seed", "correct")  # the grade rows' columns the strata read
+
+
+def _by_item(rows: pd.DataFrame) -> tuple[list, dict]:
+    """(seeds in order, {item_id: [0/1 per seed]}) of one arm's 0/1 `correct` rows: each (item, seed)'s
+    first row, the items every seed answered. What `pivot_table(index="item_id", columns="seed",
+    aggfunc="first").dropna()` gives, without a pivot per arm (the items' order is not needed: only
+    counts and sums of whole numbers are taken of them)."""
+    first: dict = {}
+    for item, seed, correct in zip(rows["item_id"].tolist(), rows["seed"].tolist(), rows["correct"].tolist()):
+        first.setdefault((item, seed), int(correct))
+    seeds = sorted({seed for _, seed in first})
+    items = dict.fromkeys(item for item, _ in first)
+    return seeds, {i: [first[(i, s)] for s in seeds] for i in items if all((i, s) in first for s in seeds)}
+
+
 def build_strata(sweep: Sweep, reference=REFERENCE_ARMS) -> Table:
     """Table `strata` with `reference` (paper arm numbers or arm names) as the reference set."""
     reference = tuple(str(r) for r in reference)
@@ -94,28 +111,40 @@ def build_strata(sweep: Sweep, reference=REFERENCE_ARMS) -> Table:
         return Table.unbuilt("strata", title, f"the sweep needs runs of the reference {named} and of at least one other arm")
     rows = []
     for b in sweep.benchmarks():
-        ref = pd.concat([grade_rows(sweep, u, b).assign(col=lambda f, u=u: u + ":" + f["seed"].astype(str))
-                         for u in ref_units], ignore_index=True)
+        at = np.concatenate([sweep.positions("grades", unit=u, benchmark=b, phase="trained") for u in ref_units])
+        ref = sweep.grades.iloc[at][["unit", *_COLUMNS]]  # the reference arms' rows, arm by arm
+        ref = ref.assign(col=ref["unit"] + ":" + ref["seed"].astype(str)).reset_index(drop=True)
         if not len(ref):
             continue
         solved = ref.pivot_table(index="item_id", columns="col", values="correct", aggfunc="first").dropna()
         n_ref = solved.shape[1]
         stratum = pd.Series([stratum_of(int(k), n_ref) for k in solved.sum(axis=1)], index=solved.index)
         stratum_of_item = stratum.to_dict()  # looked up per item and arm below: a dict, not the Series
+        names = sorted(stratum.unique())
         for u in others:
-            g = grade_rows(sweep, u, b)
+            g = grade_rows(sweep, u, b, columns=_COLUMNS)
             mine = g[g["item_id"].isin(stratum.index)]
             if not len(mine):
                 continue
-            by_item = mine.pivot_table(index="item_id", columns="seed", values="correct", aggfunc="first").dropna()
-            for name in sorted(stratum.unique()):
-                items = [i for i in by_item.index if stratum_of_item[i] == name]
-                part = by_item.loc[items].astype(float) if items else by_item.iloc[:0]
+            by_seed = _by_item(mine) if mine["correct"].dtype == bool else None
+            if by_seed is None:  # not the stored 0/1 column: pandas' pivot, as it always was
+                by_item = mine.pivot_table(index="item_id", columns="seed", values="correct", aggfunc="first").dropna()
+                seeds, complete = list(by_item.columns), by_item.astype(float)
+            for name in names:
+                if by_seed is not None:
+                    seeds, values = by_seed
+                    part = [v for i, v in values.items() if stratum_of_item[i] == name]
+                    n_items, mean_correct = len(part), float(np.mean(np.sum(part, axis=0))) if part else 0.0
+                    pass_k = sum(max(v) for v in part)
+                else:
+                    items = [i for i in complete.index if stratum_of_item[i] == name]
+                    part = complete.loc[items] if items else complete.iloc[:0]
+                    n_items = len(items)
+                    mean_correct = float(part.sum(axis=0).mean()) if len(part) else 0.0
+                    pass_k = int(part.max(axis=1).sum()) if len(part) else 0
                 rows.append({"benchmark": b, "stratum": name, "label": sweep.label(u), "unit": u,
-                             "reference": ",".join(reference), "n_reference": n_ref, "n_items": len(items),
-                             "seeds": [int(s) for s in by_item.columns],
-                             "mean_correct": float(part.sum(axis=0).mean()) if len(part) else 0.0,
-                             "pass_k": int(part.max(axis=1).sum()) if len(part) else 0})
+                             "reference": ",".join(reference), "n_reference": n_ref, "n_items": n_items,
+                             "seeds": [int(s) for s in seeds], "mean_correct": mean_correct, "pass_k": int(pass_k)})
     if not rows:
         return Table.unbuilt("strata", title, "no benchmark was read out by both the reference and another arm")
     frame = pd.DataFrame(rows)

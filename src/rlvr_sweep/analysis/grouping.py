@@ -62,8 +62,10 @@ def read_config(run_dir, memo=None) -> dict:
 
 def identity_settings(config: dict) -> dict:
     """The settings of a flattened config that define the experiment (no bookkeeping, no seed)."""
-    return {k: v for k, v in config.items() if k not in BOOKKEEPING and not any(
-        k.startswith(b + ".") for b in BOOKKEEPING)}
+    return {k: v for k, v in config.items() if k not in BOOKKEEPING and not k.startswith(_UNDER_BOOKKEEPING)}
+
+
+_UNDER_BOOKKEEPING = tuple(sorted(b + "." for b in BOOKKEEPING))  # the keys below a bookkeeping key
 
 
 def _shown(value) -> str:

@@ -116,6 +116,13 @@ def header_lines(sweep: Sweep, root) -> list[str]:
     return out + ([data_line] if data_line else []) + [n for n in sweep.notes if " rows (their runs differ" in n or n.startswith("selected ")]
 
 
+def table_notes(sweep: Sweep, root) -> list[str]:
+    """The notes heading `tables.md`: `header_lines`, then the sweep's other notes (what `analysis tables`
+    writes, and what `verify all --tables` expects to find)."""
+    header = header_lines(sweep, root)
+    return [*header, *(n for n in sweep.notes if n not in header)]
+
+
 def data_header(sweep: Sweep) -> str | None:
     """Whether the runs read the study's canonical data files (run.json `data_canonical`)."""
     runs = pd.concat([sweep.runs, sweep.eval_runs], ignore_index=True) if len(sweep.eval_runs) else sweep.runs

@@ -113,26 +113,46 @@ class Sweep:
     # (table, key columns) -> (the frame indexed, {key: row positions}): see `rows`
     _indexes: dict = field(default_factory=dict, repr=False, compare=False)
 
-    def rows(self, table: str, **keys) -> pd.DataFrame:
+    def rows(self, table: str, columns: tuple | None = None, **keys) -> pd.DataFrame:
         """The rows of one of the sweep's frames (`runs`, `grades`, `steps`, `rollouts`, `pairs`, ...) whose
-        columns equal `keys`, in the frame's order, as `frame[(frame[k] == v) & ...]` gives them. Each
-        (frame, key columns) is indexed once and each part cut once, so a table built per arm or per run
-        reads only that arm's or run's rows (linear in the sweep, not quadratic); a frame replaced
-        afterwards is indexed anew. The part is a shallow copy: add columns to it freely, but do not
-        write into its values in place."""
+        columns equal `keys`, in the frame's order, as `frame[(frame[k] == v) & ...]` gives them; with
+        `columns`, only those of its columns (the ones present), which is cheaper: cutting rows copies
+        each column cut. Each (frame, key columns) is indexed once and each part cut once, so a table
+        built per arm or per run reads only that arm's or run's rows (linear in the sweep, not
+        quadratic); a frame replaced afterwards is indexed anew. The part is a shallow copy: add
+        columns to it freely, but do not write into its values in place."""
+        positions, parts, key = self._index(table, keys)
+        if (columns, key) not in parts:
+            source = getattr(self, table) if columns is None else self._narrow(table, tuple(columns))
+            hit = positions.get(key)
+            parts[(columns, key)] = cut(source, hit) if hit is not None else source.iloc[:0]
+        return parts[(columns, key)].copy(deep=False)
+
+    def positions(self, table: str, **keys) -> np.ndarray:
+        """The positions in the frame `table` of the rows `rows(table, **keys)` gives, ascending."""
+        positions, _, key = self._index(table, keys)
+        return positions.get(key, _NO_ROWS)
+
+    def _index(self, table: str, keys: dict) -> tuple[dict, dict, object]:
+        """({key: row positions}, {(columns, key): part cut}, this key) of the frame `table` grouped by
+        the columns of `keys`, made once per frame and key columns."""
         frame = getattr(self, table)
-        columns = tuple(sorted(keys))
-        cached = self._indexes.get((table, columns))
+        by = tuple(sorted(keys))
+        cached = self._indexes.get((table, by))
         if cached is None or cached[0] is not frame:
-            have = len(frame) and set(columns) <= set(frame.columns)
-            positions = frame.groupby(list(columns), sort=False, dropna=False).indices if have else {}
-            cached = self._indexes[(table, columns)] = (frame, positions, {})
-        key = tuple(keys[c] for c in columns) if len(columns) > 1 else keys[columns[0]]
-        parts = cached[2]
-        if key not in parts:
-            hit = cached[1].get(key)
-            parts[key] = cut(frame, hit) if hit is not None else frame.iloc[:0]
-        return parts[key].copy(deep=False)
+            have = len(frame) and set(by) <= set(frame.columns)
+            positions = frame.groupby(list(by), sort=False, dropna=False).indices if have else {}
+            cached = self._indexes[(table, by)] = (frame, positions, {})
+        return cached[1], cached[2], tuple(keys[c] for c in by) if len(by) > 1 else keys[by[0]]
+
+    def _narrow(self, table: str, columns: tuple) -> pd.DataFrame:
+        """The frame `table` with only `columns` (those it has), made once per frame."""
+        frame = getattr(self, table)
+        cached = self._indexes.get(("narrow", table, columns))
+        if cached is None or cached[0] is not frame:
+            have = [c for c in dict.fromkeys(columns) if c in frame.columns]
+            cached = self._indexes[("narrow", table, columns)] = (frame, frame[have])
+        return cached[1]
 
     def once(self, key, make):
         """`make()` computed once per sweep for `key` (a table that several readers build: verify's
@@ -197,7 +217,8 @@ class Sweep:
             labels = distinguish(plain, {u: _described(r) for u, r in first.iterrows()}, sizes)
             notes += split_notes(labels, plain, sizes, "arm")
             runs["label"] = runs["unit"].map(labels)
-            runs["unit_order"] = [_unit_order(r) for _, r in runs.iterrows()]
+            runs["unit_order"] = [_unit_order(r) for r in runs[["profile", "paper_arm", "arm", "horizon"]]
+                                  .to_dict("records")]
             runs["seed_order"] = [seed_order(s) for s in runs["seed"]]
             runs = runs.sort_values(["unit_order", "label", "seed_order"], kind="stable").reset_index(drop=True)
             base_labels = _base_labels(runs, notes)
@@ -238,7 +259,23 @@ class Sweep:
         return runs if seeds is None else runs[runs["seed"].isin(list(seeds))]
 
     def label(self, unit: str) -> str:
-        return self.runs_of(unit)["label"].iloc[0]
+        return self._of_unit()[unit][0]
+
+    def seeds_of(self, unit: str) -> list:
+        """The unit's seeds in its runs' order (the paper's: `list(runs_of(unit)["seed"])`)."""
+        return list(self._of_unit()[unit][1])
+
+    def _of_unit(self) -> dict:
+        """unit -> (label, [seeds]) from one pass over `runs`."""
+        runs = self.runs
+        cached = self._indexes.get("of_unit")
+        if cached is None or cached[0] is not runs:
+            of: dict = {}
+            if len(runs):
+                for unit, label, seed in zip(runs["unit"].tolist(), runs["label"].tolist(), runs["seed"].tolist()):
+                    of.setdefault(unit, (label, []))[1].append(seed)
+            cached = self._indexes["of_unit"] = (runs, of)
+        return cached[1]
 
     def ref(self, unit: str) -> str:
         """A contrast reference that names this unit: "arm@h<horizon>" (see `resolve`)."""
@@ -270,6 +307,9 @@ class Sweep:
         """The one arm row `ref` names (`candidates`); None when the sweep lacks it or it names several."""
         units = self.candidates(ref, profile)
         return units[0] if len(units) == 1 else None
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 def cut(frame: pd.DataFrame, positions) -> pd.DataFrame:
@@ -348,18 +388,23 @@ POOL = "pool950"  # the paper's Pool950: every item of MATH-500, Val210 and Ext2
 POOL_PARTS = ("math500", "math_val210", "ext240")
 
 
-def grade_rows(sweep: Sweep, unit: str, benchmark: str, phase: str = "trained") -> pd.DataFrame:
+def grade_rows(sweep: Sweep, unit: str, benchmark: str, phase: str = "trained", columns=None) -> pd.DataFrame:
     """The unit's grade rows of one benchmark ("ext240/gsm8k200" selects that source of ext240; "pool950"
     is MATH-500, Val210 and Ext240 together, item ids prefixed by their benchmark, for a unit that read
-    out all three)."""
+    out all three). `columns`: only these (and what selecting them needs), as `Sweep.rows`."""
     if benchmark == POOL:
-        parts = [grade_rows(sweep, unit, b, phase) for b in POOL_PARTS]
+        if columns is not None:
+            columns = tuple(dict.fromkeys([*columns, "item_id", "index"]))
+        parts = [grade_rows(sweep, unit, b, phase, columns) for b in POOL_PARTS]
         if any(not len(part) for part in parts):
             return parts[0].iloc[:0]
         return pd.concat([part.assign(item_id=f"{b}/" + part["item_id"].astype(str), index=part["index"] + n * 10**6)
                           for n, (b, part) in enumerate(zip(POOL_PARTS, parts))], ignore_index=True)
     name, _, source = benchmark.partition("/")
-    rows = sweep.rows("grades", unit=unit, benchmark=name, phase=phase)
+    if columns is not None and source:
+        columns = tuple(dict.fromkeys([*columns, "source"]))
+    rows = sweep.rows("grades", columns=None if columns is None else tuple(columns), unit=unit, benchmark=name,
+                      phase=phase)
     return rows[rows["source"] == source] if source else rows
 
 
@@ -367,7 +412,7 @@ def item_matrix(sweep: Sweep, unit: str, benchmark: str, metric: str = "correct"
                 seeds=None) -> tuple[list, list, np.ndarray]:
     """(seeds, item_ids, values (seeds, items)) of one arm: `metric` (correct / capped) as 0/1 per seed and
     item, items in the benchmark's order and limited to those every listed seed has."""
-    rows = grade_rows(sweep, unit, benchmark, phase)
+    rows = grade_rows(sweep, unit, benchmark, phase, columns=("seed", "item_id", "index", metric))
     if seeds is not None:
         rows = rows[rows["seed"].isin(list(seeds))]
     if not len(rows):

@@ -10,6 +10,8 @@ and seeded, so the same input and seed give the same interval.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 METHODS = ("two_level", "question", "flat")
@@ -60,25 +62,59 @@ def resample_means(d, method: str, n_resamples: int = 4000, seed: int = 0) -> np
         raise ValueError(f"unknown bootstrap method {method!r}; valid: {list(METHODS)}")
     grid = _as_grid(d)
     S, N = grid.shape
-    rng = np.random.default_rng(seed)
-    # Index blocks are drawn one after another from the same stream, which gives exactly the numbers
-    # of one (R, m) draw (numpy's bounded integers are drawn value by value) with bounded memory.
     blocks = [(lo, min(lo + _CHUNK, n_resamples)) for lo in range(0, n_resamples, _CHUNK)]
+    draws = _draws(method, S, N, n_resamples, seed)
     out = np.empty(n_resamples)
     if method == "two_level":
-        seed_idx = rng.integers(0, S, size=(n_resamples, S))
-        for lo, hi in blocks:  # grid mean = (seed counts) @ d @ (item counts) / (S N)
-            cs, ci = _counts(seed_idx[lo:hi], S), _counts(rng.integers(0, N, size=(hi - lo, N)), N)
+        for (lo, hi), (cs, ci) in zip(blocks, draws):  # grid mean = (seed counts) @ d @ (item counts) / (S N)
             out[lo:hi] = ((cs @ grid) * ci).sum(axis=1) / (S * N)
     elif method == "question":
         per_item = grid.mean(axis=0)  # the same items for every seed: resample the seed-averaged items
-        for lo, hi in blocks:
-            out[lo:hi] = per_item[rng.integers(0, N, size=(hi - lo, N))].mean(axis=1)
+        for (lo, hi), idx in zip(blocks, draws):
+            out[lo:hi] = per_item[idx].mean(axis=1)
     else:
         cells = grid.ravel()
-        for lo, hi in blocks:
-            out[lo:hi] = cells[rng.integers(0, S * N, size=(hi - lo, S * N))].mean(axis=1)
+        for (lo, hi), idx in zip(blocks, draws):
+            out[lo:hi] = cells[idx].mean(axis=1)
     return out
+
+
+def _draws(method: str, S: int, N: int, n_resamples: int, seed):
+    """The random part of `resample_means`, block by block: item (question), cell (flat) or (seed counts,
+    item counts) (two_level) indices. They depend on the shape and the seed only, so every arm resampled
+    on one benchmark with one seed draws the same ones: they are kept (`_kept`) rather than drawn again,
+    where they are small enough."""
+    if not isinstance(seed, (int, np.integer)) or n_resamples * S * N * 8 > _KEEP_BYTES:
+        return _drawn(method, S, N, n_resamples, seed)
+    return _kept(method, S, N, n_resamples, seed)
+
+
+_KEEP_BYTES = 32 << 20  # the largest set of draws kept (8 bytes an index), 4 sets at most
+
+
+def _drawn(method: str, S: int, N: int, n_resamples: int, seed):
+    rng = np.random.default_rng(seed)
+    # Index blocks are drawn one after another from the same stream, which gives exactly the numbers
+    # of one (R, m) draw (numpy's bounded integers are drawn value by value) with bounded memory.
+    for lo in range(0, n_resamples, _CHUNK):
+        hi = min(lo + _CHUNK, n_resamples)
+        if method == "two_level":
+            if lo == 0:
+                seed_idx = rng.integers(0, S, size=(n_resamples, S))
+            yield _counts(seed_idx[lo:hi], S), _counts(rng.integers(0, N, size=(hi - lo, N)), N)
+        elif method == "question":
+            yield rng.integers(0, N, size=(hi - lo, N))
+        else:
+            yield rng.integers(0, S * N, size=(hi - lo, S * N))
+
+
+@functools.lru_cache(maxsize=4)
+def _kept(method: str, S: int, N: int, n_resamples: int, seed) -> tuple:
+    blocks = tuple(_drawn(method, S, N, n_resamples, seed))
+    for block in blocks:
+        for a in block if isinstance(block, tuple) else (block,):
+            a.flags.writeable = False  # shared by every later call
+    return blocks
 
 
 def bootstrap_ci(d, method: str = "two_level", n_resamples: int = 4000, seed: int = 0,

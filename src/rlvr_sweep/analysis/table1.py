@@ -15,7 +15,7 @@ import pandas as pd
 
 from rlvr_sweep.analysis.flops import TOKEN_KEYS, ledger_tokens, proxies
 from rlvr_sweep.analysis.render import Table, mean_sd_text, num, per_seed, tflops
-from rlvr_sweep.analysis.source import BASE_LABEL, BENCHMARK_NAMES, Sweep, grade_rows
+from rlvr_sweep.analysis.source import BASE_LABEL, BENCHMARK_NAMES, POOL, Sweep, grade_rows
 from rlvr_sweep.analysis.stats import mean_sd
 
 
@@ -41,11 +41,29 @@ def parts_of(sweep: Sweep, benchmark: str) -> list[str]:
 def seed_values(sweep: Sweep, unit: str, benchmark: str, column: str, phase: str = "trained",
                 how: str = "mean") -> dict:
     """{seed: 100 x mean (or count) of a grades column} for one arm and benchmark."""
-    rows = grade_rows(sweep, unit, benchmark, phase)
-    grouped = rows.groupby("seed")[column]
+    if benchmark == POOL:
+        rows = grade_rows(sweep, unit, benchmark, phase)
+        grouped = rows.groupby("seed")[column]
+        values = grouped.mean() * 100 if how == "mean" else grouped.sum()
+        return {s: float(values[s]) for s in sweep.seeds_of(unit) if s in values.index}
+    name, _, source = benchmark.partition("/")
+    values = sweep.once(("seed_values", column, how, bool(source)),
+                        lambda: _per_seed(sweep.grades, column, how, bool(source)))
+    values = values.get((unit, phase, name, source) if source else (unit, phase, name), {})
+    return {s: float(values[s]) for s in sweep.seeds_of(unit) if s in values}
+
+
+def _per_seed(grades, column: str, how: str, by_source: bool) -> dict:
+    """{(unit, phase, benchmark[, source]): {seed: value}} of `seed_values` for every arm at once: one
+    grouping of the whole grades frame, each group's rows in the frame's order (as a cut of one arm's
+    rows groups them), instead of cutting each arm's rows (what used to be most of Table 1's time)."""
+    keys = ["unit", "phase", "benchmark", *(["source"] if by_source else []), "seed"]
+    grouped = grades.groupby(keys, sort=False, dropna=False)[column]
     values = grouped.mean() * 100 if how == "mean" else grouped.sum()
-    order = list(sweep.runs_of(unit)["seed"])
-    return {s: float(values[s]) for s in order if s in values.index}
+    out: dict = {}
+    for key, value in zip(values.index.tolist(), values.tolist()):
+        out.setdefault(key[:-1], {})[key[-1]] = value
+    return out
 
 
 def run_proxies(run) -> dict:
@@ -56,11 +74,27 @@ _TOTAL_COLUMNS = ("gen_tokens", "prefill_tokens", "padded_prefill_tokens", "untr
                   "bwd_full_tokens")
 
 
-def _arm_row(sweep: Sweep, unit: str, benchmarks: list[str], cap_bench: str | None) -> dict:
-    runs = sweep.runs_of(unit)
-    row = {"label": sweep.label(unit), "unit": unit, "paper_arm": runs["paper_arm"].iloc[0],
-           "arm": runs["arm"].iloc[0], "horizon": int(runs["horizon"].iloc[0]), "n_seeds": len(runs),
-           "seeds": "/".join(str(s) for s in runs["seed"])}
+_RUN_COLUMNS = ("paper_arm", "arm", "horizon", "seed", "params", *(f"totals.{c}" for c in _TOTAL_COLUMNS),
+                "totals.seconds", "wall_seconds")  # what an arm's row reads of its runs
+
+
+def _runs_by_unit(sweep: Sweep) -> dict:
+    """unit -> its runs' `_RUN_COLUMNS` (those the sweep has) as dicts, in run order: one pass over the
+    runs for every arm, not a cut of the runs frame per arm."""
+    runs = sweep.runs
+    out: dict = {}
+    for unit, run in zip(runs["unit"].tolist(), runs[[c for c in _RUN_COLUMNS if c in runs.columns]]
+                         .to_dict("records")):
+        out.setdefault(unit, []).append(run)
+    return out
+
+
+def _arm_row(sweep: Sweep, unit: str, runs: list[dict], benchmarks: list[str], cap_bench: str | None) -> dict:
+    """The row of one arm from its runs (dicts of `_RUN_COLUMNS`, `_runs_by_unit`). The means over its runs
+    are the pandas means of frames made of them, as they always were (the same sums in the same order)."""
+    first = runs[0]
+    row = {"label": sweep.label(unit), "unit": unit, "paper_arm": first["paper_arm"], "arm": first["arm"],
+           "horizon": int(first["horizon"]), "n_seeds": len(runs), "seeds": "/".join(str(r["seed"]) for r in runs)}
     for b in benchmarks:
         vals = seed_values(sweep, unit, b, "correct")
         if vals:
@@ -73,15 +107,16 @@ def _arm_row(sweep: Sweep, unit: str, benchmarks: list[str], cap_bench: str | No
         if caps:
             row.update({"allcap.mean": float(np.mean(list(caps.values()))), "allcap.per_seed": list(caps.values()),
                         "inctrunc.mean": float(np.mean(list(inc.values())))})
-    if all(f"totals.{c}" in runs.columns for c in _TOTAL_COLUMNS):
-        tokens = runs[[f"totals.{c}" for c in _TOTAL_COLUMNS]].astype(float).mean()
+    totals = [f"totals.{c}" for c in _TOTAL_COLUMNS]
+    if all(c in first for c in totals):
+        tokens = pd.DataFrame([{c: r[c] for c in totals} for r in runs]).astype(float).mean()
         row.update({f"tok.{k}": tokens[f"totals.{c}"] for k, c in zip(TOKEN_KEYS, _TOTAL_COLUMNS)})
-        if "params" in runs.columns and runs["params"].notna().all():
-            p = pd.DataFrame([run_proxies(r) for _, r in runs.iterrows()]).mean()
+        if "params" in first and all(pd.notna(r["params"]) for r in runs):
+            p = pd.DataFrame([run_proxies(r) for r in runs]).mean()
             row.update({"tflops.out": p["out"], "tflops.full": p["full"], "tflops.pad_full": p["pad_full"]})
     for column, key in (("totals.seconds", "seconds"), ("wall_seconds", "wall_seconds")):
-        if column in runs.columns:
-            row[key] = float(runs[column].astype(float).mean())
+        if column in first:
+            row[key] = float(pd.Series([r[column] for r in runs]).astype(float).mean())
     return row
 
 
@@ -134,7 +169,8 @@ def build_table1(sweep: Sweep) -> Table:
     main = sweep.benchmarks()
     benchmarks = [x for b in main for x in [b, *parts_of(sweep, b)]]
     cap_bench = cap_benchmark(sweep)
-    rows = [{**_arm_row(sweep, u, benchmarks, cap_bench), "is_base": False} for u in units]
+    runs = _runs_by_unit(sweep)
+    rows = [{**_arm_row(sweep, u, runs[u], benchmarks, cap_bench), "is_base": False} for u in units]
     frame = pd.DataFrame(_base_rows(sweep, benchmarks, cap_bench) + rows)
     return Table("table1", title, frame, _display(frame, main, benchmarks, cap_bench),
                  notes=[f"cap hits counted on {cap_bench} (read-out cap: run.json eval_max_new_tokens)"]

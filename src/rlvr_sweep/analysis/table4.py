@@ -50,10 +50,19 @@ def summarize_votes(items: list[list[Candidate]], cap: int, min_len: int, n_resa
 def item_candidates(rows: pd.DataFrame, seeds: list, with_ids: bool = False):
     """One candidate list per item every seed answered, in the items' order and the given seed order
     (and the item ids, with `with_ids`)."""
+    return _item_candidates(_candidate_lists(rows), seeds, with_ids)
+
+
+def _candidate_lists(rows: pd.DataFrame) -> list[list]:
+    """The columns `item_candidates` reads, as lists (not a pandas walk per cell): seed, item_id, index,
+    the answer (empty for a capped response without a box), length, correct."""
     answers = rows["extracted"].where(~rows["capped_unboxed"].astype(bool), "")
+    return [c.tolist() for c in (rows["seed"], rows["item_id"], rows["index"], answers, rows["length"], rows["correct"])]
+
+
+def _item_candidates(columns: list[list], seeds: list, with_ids: bool = False):
     by: dict = {}  # seed -> {item_id: (index, Candidate)}
-    columns = [rows["seed"], rows["item_id"], rows["index"], answers, rows["length"], rows["correct"]]
-    for s, i, index, answer, length, correct in zip(*(c.tolist() for c in columns)):  # not a pandas walk per cell
+    for s, i, index, answer, length, correct in zip(*columns):
         by.setdefault(s, {})[i] = (index, Candidate(answer or "", int(length), float(correct)))
     first = by[seeds[0]]
     order = sorted(first, key=lambda i: first[i][0])
@@ -124,25 +133,41 @@ def sampled_rows(sweep: Sweep, n_resamples: int, seed: int) -> list[dict]:
     return rows
 
 
+_RUN_COLUMNS = ("seed", "eval_max_new_tokens", "length_scale", "params", "totals.gen_tokens", "totals.prefill_tokens",
+                "totals.padded_prefill_tokens", "totals.untrimmed_steps", "totals.bwd_out_tokens",
+                "totals.bwd_full_tokens")  # what a cross-seed row reads of its runs (run_proxies)
+
+
 def build_table4(sweep: Sweep, n_resamples: int = 4000, seed: int = 0) -> Table:
     title = "Table 4: k = 3 voting, cross-seed greedy and single-seed sampled; MDL vs MaxLen, Oracle Pass@k (§5.5)"
     rows = []
+    # Each arm's runs and candidates are taken from lists made once for the whole sweep (an arm's grade
+    # rows are its positions in them): cutting each arm's frames was most of this table's time.
+    runs_of: dict = {}
+    if len(sweep.runs):
+        have = [c for c in _RUN_COLUMNS if c in sweep.runs.columns]
+        for unit, run in zip(sweep.runs["unit"].tolist(), sweep.runs[have].to_dict("records")):
+            runs_of.setdefault(unit, []).append(run)
+    seeds_of = sweep.grades["seed"].tolist() if len(sweep.grades) else []
+    columns = None  # _candidate_lists of every grade row, made when first needed
     for unit in sweep.units():
-        runs = sweep.runs_of(unit)
+        runs = runs_of[unit]
         for b in sweep.benchmarks():
-            g = grade_rows(sweep, unit, b)
-            seeds = [s for s in runs["seed"] if s in set(g["seed"])]
+            at = sweep.positions("grades", unit=unit, benchmark=b, phase="trained").tolist()
+            answered = {seeds_of[i] for i in at}
+            seeds = [r["seed"] for r in runs if r["seed"] in answered]
             if len(seeds) < 2:
                 continue
-            used = runs[runs["seed"].isin(seeds)]
-            if used["eval_max_new_tokens"].isna().any():
+            used = [r for r in runs if r["seed"] in seeds]
+            if any(pd.isna(r["eval_max_new_tokens"]) for r in used):
                 continue  # MDL's window needs the read-out cap the run recorded
-            cap = int(used["eval_max_new_tokens"].min())
-            min_len = scaled_length(MDL_MIN_LEN, float(used["length_scale"].iloc[0]))
-            items = item_candidates(g, seeds)
+            cap = int(min(r["eval_max_new_tokens"] for r in used))
+            min_len = scaled_length(MDL_MIN_LEN, float(used[0]["length_scale"]))
+            columns = _candidate_lists(sweep.grades) if columns is None else columns
+            items = _item_candidates([[column[i] for i in at] for column in columns], seeds)
             if not items:
                 continue
-            train = sum(run_proxies(r)["out"] for _, r in used.iterrows()) if used["params"].notna().all() else np.nan
+            train = sum(run_proxies(r)["out"] for r in used) if all(pd.notna(r["params"]) for r in used) else np.nan
             rows.append({"mode": "cross_seed", "label": sweep.label(unit), "unit": unit, "phase": "trained",
                          "benchmark": b, "seeds": list(seeds), "cap": cap,
                          "min_len": min_len, "train_tflops_out": train, "n_resamples": n_resamples, "boot_seed": seed,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from rlvr_sweep.config.rules import ConfigError, range_problems, unknown_keys
-from rlvr_sweep.config.schema import Config
+from rlvr_sweep.config.schema import Config, scaled_length
 
 TOP_LEVEL_EXTRAS = ("hydra",)  # Hydra's own node, when a config is composed with return_hydra_config
 
@@ -20,7 +20,12 @@ def combination_problems(cfg: Config) -> list[str]:
     """Settings that are each valid but cannot go together (the ones that depend on which options are
     chosen, such as an estimator the sampler's groups cannot take, are `run.choices`' to check)."""
     problems = []
-    s, t = cfg.sampler, cfg.train
+    s, t, e, scale = cfg.sampler, cfg.train, cfg.eval, cfg.profile.length_scale
+    start, end = (scaled_length(e.fork_start, scale) if e.fork_start else 0), scaled_length(e.fork_end, scale)
+    if e.fork_start < e.fork_end and not start < end:  # a window that scaling empties (ReadoutSettings refuses it)
+        problems.append(f"eval.fork_start={e.fork_start}, eval.fork_end={e.fork_end} at profile.length_scale={scale:g} "
+                        f"give the fork window [{start}, {end}) in tokens: it must hold at least one token "
+                        "(a larger length_scale, or a wider window)")
     if s.split_tokens < s.t_min:
         problems.append(f"sampler.split_tokens={s.split_tokens} < sampler.t_min={s.t_min}: T_max must be >= T_min")
     if t.tail_average is not None:

@@ -10,11 +10,17 @@
 - Proposition 2: with S = {1} sharing (0, 0) and three restarted (1, 1) pairs, the beta = 0 prefix
   numerator on S is 2 (0 - 0.75) = -1.5, not 0; the beta bonus increment is >= 0 on every subset S.
 - Zero-gradient AdamW steps are bitwise equal (max |diff| = 0.0, parameters and both moments) to
-  zero-weighted backward passes on a fixed trajectory, and skipping the step is not.
+  zero-weighted backward passes on a fixed trajectory, and skipping the step is not. The steps go
+  through `update.apply_update` (training's own code) with `PlainAdamW`: torch's AdamW kernel for CPU
+  tensors (`torch.optim.adam._single_tensor_adam`, decoupled weight decay, the state AdamW keeps),
+  bitwise what `torch.optim.AdamW` (`update.make_adamw`) computes on them, without the optimizer class,
+  whose constructor and step import `torch._dynamo` (seconds of this process's imports; a torch whose
+  kernel takes other arguments gets `make_adamw`).
 """
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 from collections import defaultdict
@@ -114,11 +120,56 @@ def proposition2() -> dict:
 TRAJECTORY = (True, False, True, False, False, True, False)  # active / homogeneous steps
 
 
-def _adamw_run(homogeneous_step: str):
+class PlainAdamW:
+    """`torch.optim.AdamW(params, lr, betas, eps, weight_decay)` on CPU tensors, as `apply_update` uses
+    it (`zero_grad`, `step`, `state[p]` with `step`, `exp_avg`, `exp_avg_sq`): the same kernel on the
+    same state, so bitwise the same numbers, with no `torch._dynamo` imported (module docstring)."""
+
+    def __init__(self, params, lr: float, betas, eps: float, weight_decay: float):
+        self.params, self.state = list(params), {}
+        self.settings = dict(lr=lr, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=weight_decay)
+
+    @staticmethod
+    def available() -> bool:
+        """This torch has the kernel with the arguments `step` passes (else `make_adamw` is used)."""
+        try:
+            from torch.optim.adam import _single_tensor_adam
+            from torch.optim.optimizer import _get_scalar_dtype  # noqa: F401
+        except ImportError:
+            return False
+        wanted = {"decoupled_weight_decay", "has_complex", "capturable", "differentiable", "amsgrad", "maximize"}
+        return wanted <= set(inspect.signature(_single_tensor_adam).parameters)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        from torch.optim.adam import _single_tensor_adam
+        from torch.optim.optimizer import _get_scalar_dtype
+
+        params = [p for p in self.params if p.grad is not None]
+        for p in params:  # AdamW's lazy state on a CPU tensor (`Adam._init_group`)
+            if p not in self.state:
+                self.state[p] = {"step": torch.tensor(0.0, dtype=_get_scalar_dtype()),
+                                 "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
+                                 "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format)}
+        states = [self.state[p] for p in params]
+        _single_tensor_adam(params, [p.grad for p in params], [s["exp_avg"] for s in states],
+                            [s["exp_avg_sq"] for s in states], [], [s["step"] for s in states], None, None,
+                            amsgrad=False, has_complex=False, maximize=False, capturable=False, differentiable=False,
+                            decoupled_weight_decay=True, **self.settings)
+
+
+def _adamw_run(homogeneous_step: str, optimizer=None):
+    """The fixed trajectory under one `optimizer_step`; `optimizer`: a factory like `make_adamw`
+    (default `PlainAdamW` where this torch has its kernel)."""
+    optimizer = optimizer or (PlainAdamW if PlainAdamW.available() else make_adamw)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
     params = list(model.parameters())
-    opt = make_adamw(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    opt = optimizer(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
     x = torch.randn(8, 6, generator=torch.Generator().manual_seed(1))
     active_adv = torch.tensor([1.62, 1.62, -0.54, -0.54, -0.54, -0.54, -0.54, -0.54])
     for active in TRAJECTORY:
@@ -129,8 +180,8 @@ def _adamw_run(homogeneous_step: str):
     return state
 
 
-def adamw_zero_grad() -> dict:
-    full, zero, skip = (_adamw_run(k) for k in ("full_backward", "zero_grad", "skip"))
+def adamw_zero_grad(optimizer=None) -> dict:
+    full, zero, skip = (_adamw_run(k, optimizer) for k in ("full_backward", "zero_grad", "skip"))
     diff = lambda a, b: max(float((x - y).abs().max()) for x, y in zip(a, b))  # noqa: E731
     return {"max_abs_diff": diff(full, zero), "skip_diff": diff(zero, skip)}
 

@@ -21,8 +21,8 @@ PASS2_MODULE = "rlvr_sweep.verify.analytic"  # run as `python -m` by Pass2Beside
 
 class Pass2Beside:
     """PASS 2 in a child process (`python -m rlvr_sweep.verify.analytic`), started at once: it needs
-    torch, its optimizer's compiler hooks and no sweep (some 3 s of imports on a CPU), so it runs on
-    another core while PASS 1 reads the sweep. `result()` waits for it; its seconds are its own. A child
+    torch and no sweep (some 2 s of imports on a CPU; not `torch._dynamo`, which `torch.optim.AdamW`
+    would pull in: `analytic.PlainAdamW`), so it runs on another core while PASS 1 reads the sweep. `result()` waits for it; its seconds are its own. A child
     that cannot start or answer fails the pass with its last error line."""
 
     def __init__(self):

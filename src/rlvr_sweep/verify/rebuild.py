@@ -25,7 +25,7 @@ import pandas as pd
 
 from rlvr_sweep.analysis import Sweep
 from rlvr_sweep.analysis.contrasts import Contrast, build_table2b
-from rlvr_sweep.analysis.report import TABLES, build_tables, header_lines, parquet_safe, read_saved
+from rlvr_sweep.analysis.report import TABLES, build_tables, parquet_safe, read_saved, table_notes
 from rlvr_sweep.store import RUN_KEYS
 
 _TOTALS = {"tok.gen": "gen_tokens", "tok.pref": "prefill_tokens", "tok.pad_pref": "padded_prefill_tokens",
@@ -224,8 +224,7 @@ def markdown_problems(sweep: Sweep, root, tables_dir, rendered: dict[str, str], 
     problems += [f"{path}: {rendered_title!r} ({name}) is saved but missing from it"
                  for rendered_title, (name, _) in expected.items() if rendered_title not in seen]
     if notes:
-        header = header_lines(sweep, root)
-        wanted = [f"- {n}" for n in [*header, *(n for n in sweep.notes if n not in header)]]
+        wanted = [f"- {n}" for n in table_notes(sweep, root)]
         stored = [line for line in head.splitlines() if line.strip()]
         checked += len(stored)
         if [_ROOT_NOTE.sub("- ", n) for n in stored] != [_ROOT_NOTE.sub("- ", n) for n in wanted]:
