@@ -67,7 +67,8 @@ def pytest_collection_modifyitems(config, items):
         other = [item for item in items if item.get_closest_marker("slow") and in_half_one(item) != (half == "1")]
         if other:
             config.hook.pytest_deselected(items=other)
-            items[:] = [item for item in items if item not in other]
+            left_out = set(map(id, other))
+            items[:] = [item for item in items if id(item) not in left_out]
     if config.getoption("--all") or config.getoption("markexpr"):
         return
     slow = [item for item in items if item.get_closest_marker("slow")]
