@@ -11,6 +11,12 @@ Placeholders (`<run>`, `<hash>`, `$S42`) stand for paths and hashes and are repl
 a run's line a variable standing alone (`$COMMON`) stands for settings set elsewhere and is left out.
 Other programs (pip, pytest, git, squeue) are the user's, and not checked. Running the README's
 quick start for real is the slow tier's job (tests/sweep/test_cli.py and the shared smoke sweep).
+
+The README's shown outputs (its ```text blocks) are what the commands print today: `diff baseline
+ra_flat` (which reads only the arm files) is run and compared whole; the sweep summary and the `status`
+table are read back into the rows they show and printed again by the code that prints them, so their
+layout, columns and totals are today's, and the summary's row agrees with a real smoke run of its arm
+in everything but the numbers a run measures.
 """
 
 from __future__ import annotations
@@ -153,3 +159,94 @@ def test_the_checks_refuse_a_wrong_command():
         check_run_line(["status", "outputs/runs", "--jsn"])
     assert words("RLVR_SWEEP_ROOT=$PWD/x python -m rlvr_sweep $COMMON seed=1 | tail -3") == [
         "python", "-m", "rlvr_sweep", WHOLE, "seed=1"]
+
+
+# --- the outputs the README shows ------------------------------------------------------------------
+
+def shown_output(first_line: str, path: Path = REPO / "README.md") -> list[str]:
+    """The lines of the ```text block that starts with `first_line`."""
+    blocks = [b.splitlines() for b in re.findall(r"^```text\n(.*?)^```", path.read_text(), re.S | re.M)]
+    found = [b for b in blocks if b and b[0].startswith(first_line)]
+    assert len(found) == 1, f"{path.name}: {len(found)} text blocks start with {first_line!r}"
+    return found[0]
+
+
+def test_the_diff_shown_is_what_diff_prints(capsys):
+    from rlvr_sweep.analysis import diff
+
+    assert "python -m rlvr_sweep.analysis diff baseline ra_flat" in [line for _, line in every_command()]
+    assert diff.main(["baseline", "ra_flat"]) == 0
+    printed = capsys.readouterr().out.rstrip("\n").splitlines()
+    assert shown_output("A: arm baseline") == printed
+
+
+SUMMARY_TITLE = "Sweep summary (greedy accuracy, %):"
+
+
+def summary_infos(rows: list[str]) -> list[dict]:
+    """The run.json fields a summary row shows, read back from it (one benchmark per run)."""
+    infos = []
+    for row in rows:
+        arm, paper, run_hash, seed, horizon, caps, status, bench, base, trained, _delta, wall = row.split()
+        rollout, readout = caps.split("/")
+        infos.append({"arm": arm, "paper_arm": paper, "run_hash": run_hash, "seed": int(seed), "horizon": int(horizon),
+                      "rollout_cap": int(rollout), "readout_cap": int(readout), "status": status,
+                      "accuracy": {"base": {bench: float(base) / 100}, "trained": {bench: float(trained) / 100}},
+                      "wall_seconds": float(wall)})
+    return infos
+
+
+def test_the_sweep_summary_shown_is_laid_out_as_the_sweep_prints_it():
+    from rlvr_sweep.sweep.summary import format_summary
+
+    title, *table, total = shown_output(SUMMARY_TITLE)
+    infos = summary_infos(table[1:])
+    assert [title, *format_summary(infos).splitlines()] == [SUMMARY_TITLE, *table]
+    assert total == f"runs: {len(infos)} finished"  # as the sweep's closing line counts them
+
+
+def test_the_sweep_summary_shown_is_what_a_smoke_run_of_its_arm_reports(finished_run):
+    """The quick start's arm in the smoke profile (`finished_run`: ra_flat, 2 steps): the same arm, paper
+    arm, horizon, caps, status and benchmark as the README's rows."""
+    from rlvr_sweep import store
+    from rlvr_sweep.sweep.summary import format_summary
+
+    _, header, *rows, _ = shown_output(SUMMARY_TITLE)
+    real = format_summary([store.read_run_json(finished_run)]).splitlines()
+    assert real[0] == header
+    def labels(row: str) -> tuple:  # arm, paper, horizon, caps, status, benchmark: not hash, seed or numbers
+        return tuple(row.split()[i] for i in (0, 1, 4, 5, 6, 7))
+
+    assert {labels(row) for row in rows} == {labels(real[1])}
+
+
+def test_the_status_table_shown_is_laid_out_as_status_prints_it():
+    from rlvr_sweep.sweep.status_cli import COLUMNS, render
+
+    shown = shown_output("arm ")
+    header, table = shown[0], shown[1:shown.index("")]
+    assert header.split() == [title for _, title in COLUMNS]
+    starts = [header.index(title) for _, title in COLUMNS]
+    rows = [{key: line[start:end].strip() for (key, _), start, end in zip(COLUMNS, starts, [*starts[1:], None])}
+            for line in table]
+    assert render(rows) == shown  # the table, its totals per state and per arm
+    assert {r["state"] for r in rows} == {"queued", "running"}  # what `status` shows while a sweep runs
+
+
+def test_the_table2b_shown_is_laid_out_as_tables_prints_it():
+    """The README's Table 2B of a baseline + ra_flat smoke sweep: the columns Table 2B prints (on the
+    hand-made sweep, seeds 42/101/7 as the README's), a declared row, then a row against the baseline arm
+    (row 101 on) titled as the tables title it."""
+    from rlvr_sweep.analysis import Sweep, build_tables
+    from rlvr_sweep.analysis.contrasts import BASELINE_TITLE
+    from tests.analysis import handmade
+
+    header, rule, *rows = shown_output("| Row | Contrast |")
+    two_arms = {name: t[t["arm"] != "ablate_skip"] for name, t in handmade.tables().items()}  # seeds 42/101/7
+    table = build_tables(Sweep.from_tables(two_arms), None, n_resamples=50, seed=0, only=["table2b"])["table2b"]
+    printed = table.markdown().splitlines()
+    assert header in printed and rule in printed
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    assert [c[0] for c in cells] == ["13", "101"]
+    assert cells[1][1] == f"{BASELINE_TITLE}: 4 - 1 (acc)"
+    assert all(len(c) == len(header.strip("|").split("|")) for c in cells)

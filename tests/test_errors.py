@@ -14,9 +14,29 @@ from tests.helpers import run_cli
 
 MISTAKES = {  # the line -> what the one line must say
     ("+arm=ra_flta",): "Could not find 'arm/ra_flta' (available options in 'arm': ablate_selective,",
-    ("+arm=ra_flat", "train.stpes=5"): "Could not override 'train.stpes'.",
     ("+arm=ra_flat", "horizon=777"): "Could not find 'horizon/777' (available options in 'horizon': 1024, 512); "
                                      "a rollout cap of any length: horizon.tokens=N (in paper tokens)",
+    # a misspelt key, arm or option: the valid names closest to it, not Hydra's `+key` (refused next)
+    ("+arm=ra_flat", "train.stpes=5"): "train.stpes: no such setting; did you mean train.steps?",
+    ("+arm=ra_flat", "+train.stpes=5"): "train.stpes: no such setting; did you mean train.steps?",
+    ("+arm=ra_flat", "trian.steps=5"): "trian.steps: no such setting; did you mean train.steps?",
+    ("+arm=ra_flat", "~train.stpes"): "train.stpes: no such setting; did you mean train.steps?",
+    ("+arm=ra_flat", "sampelr=flat"): "sampelr: no such setting; did you mean sampler?",
+    ("+arm=basline",): ", zero_grad_flat; did you mean baseline?)",
+    ("+arm=ra_flat", "sampler=stoped_tree"): "Could not find 'sampler/stoped_tree' (available options in 'sampler': "
+                                             "cf_fork, flat, midpoint, root_restart, stopped_tree; did you mean stopped_tree?)",
+    ("+arm=ra_flat", "horizon=1025"): "Could not find 'horizon/1025' (available options in 'horizon': 1024, 512; did you "
+                                      "mean 1024?); a rollout cap of any length: horizon.tokens=N (in paper tokens)",
+    ("+arm=ra_flat", "logger=[csv,tensorbord]"): "Could not load 'logger/tensorbord' (available options in 'logger': csv, "
+                                                 "tensorboard, wandb; did you mean tensorboard?)",
+    ("+arm=ra_flat", "sweep=paper_gird"): "To append to your default list use +sweep=paper_gird ('paper_gird' is no option of "
+                                          "'sweep' either: available options in 'sweep': cf_grid,",
+    ("+arm=ra_flat", "hydra/launcher=slurm_debg"): "Could not find 'hydra/launcher/slurm_debg' (available options in "
+                                                   "'hydra/launcher': basic, slurm_debug,",
+    ("+arm=ra_flat", "hydra/launcher=slurm_debug", "hydra.launcher.partiton=gpu"):
+        "hydra.launcher.partiton: no such setting; did you mean hydra.launcher.partition?",
+    # where `+` is the way (a free mapping), Hydra's hint stands
+    ("+arm=ra_flat", "estimator.params.clip=1"): "To append to your config use +estimator.params.clip=1",
     ("+arm=ra_flat", "train.lr=abc"): "Error merging override train.lr=abc: Value 'abc' of type 'str' could not be "
                                       "converted to Float",
     ("+sweep=paper_gird",): "Could not find 'sweep/paper_gird' (available options in 'sweep': cf_grid,",
@@ -48,6 +68,39 @@ def test_the_command_exits_2_with_one_line(tmp_path, multirun):
     assert proc.returncode == 2 and len(err) == 1, proc.stderr
     assert "Could not find 'horizon/777'" in err[0] and "horizon.tokens=N" in err[0]
     assert not (tmp_path / "runs").exists()  # nothing was written
+
+
+ARMS = ("ablate_selective, ablate_skip, baseline, cf_grpo, gate_flat, midpoint_mst, midpoint_ra_mst, mst_act30, "
+        "mst_zpd_act35, pb_cf_grpo, pb_cf_grpo_strat, ra_flat, ra_mst_tail50, rg_cf_grpo, rg_cf_grpo_act18, "
+        "rg_cf_grpo_strat, root_restart, root_restart_bonus, stopped_tree, stopped_tree_accum, stopped_tree_bonus, "
+        "stopped_tree_h1024, zero_grad_flat")
+MISSPELT = {  # the command line (profile=smoke is added) -> its whole stderr
+    "+arm=baseline train.stpes=10": "rlvr_sweep: train.stpes: no such setting; did you mean train.steps?",
+    # appended: composes, and used to be refused only after Hydra had made its output folder
+    "+arm=baseline +train.stpes=10": "rlvr_sweep: train.stpes: no such setting; did you mean train.steps?",
+    "+arm=basline": f"rlvr_sweep: In 'config': Could not find 'arm/basline' (available options in 'arm': {ARMS}; "
+                    "did you mean baseline?)",
+    "+arm=baseline sampler=stoped_tree": "rlvr_sweep: In 'config': Could not find 'sampler/stoped_tree' (available options "
+                                         "in 'sampler': cf_fork, flat, midpoint, root_restart, stopped_tree; did you mean "
+                                         "stopped_tree?)",
+    "+arm=baseline train.stpes=10 -m seed=1,2": "Sweep not launched: the command line (+arm=baseline train.stpes=10 "
+                                                "profile=smoke seed=1,2): train.stpes: no such setting; did you mean "
+                                                "train.steps?",
+    "+arm=baseline horizon=1025 -m seed=1,2": "Sweep not launched: the command line (+arm=baseline horizon='1025' "
+                                              "profile=smoke seed=1,2): In 'config': Could not find 'horizon/1025' "
+                                              "(available options in 'horizon': 1024, 512; did you mean 1024?); a rollout "
+                                              "cap of any length: horizon.tokens=N (in paper tokens)",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("line", list(MISSPELT))
+def test_a_misspelt_name_is_one_line_naming_the_closest_and_writes_nothing(tmp_path, line):
+    args = line.split()
+    at = args.index("-m") if "-m" in args else len(args)
+    proc = run_cli([*args[:at], "profile=smoke", *args[at:]], cwd=tmp_path, timeout=120)
+    assert (proc.returncode, proc.stderr) == (2, MISSPELT[line] + "\n"), proc.stderr
+    assert not any(tmp_path.iterdir())  # no run folder, no Hydra folder, no launch record
 
 
 @pytest.mark.parametrize("stage,argv,said", [

@@ -97,3 +97,21 @@ def test_installing_the_project_keeps_the_torch_already_there(wheel, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert freeze() == before
     assert not list((venv / "lib").glob("python*/site-packages/torch"))
+
+
+def test_one_version_everywhere_and_printed():
+    """`__version__`, pyproject, CITATION.cff and the changelog's newest release name the same version,
+    and `--version` prints it (both console forms) before Hydra is involved."""
+    import tomllib
+
+    from rlvr_sweep import __version__
+
+    assert tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"] == __version__
+    citation = (REPO / "CITATION.cff").read_text()
+    assert f"\nversion: {__version__}\n" in citation and "license: Apache-2.0" in citation
+    releases = [line for line in (REPO / "CHANGELOG.md").read_text().splitlines() if line.startswith("## [")]
+    assert releases[0].startswith(f"## [{__version__}] - ")
+    assert "Apache License" in (REPO / "LICENSE").read_text()[:200]
+    for command in ([sys.executable, "-m", "rlvr_sweep", "--version"], [sys.executable, "-m", "rlvr_sweep", "-V"]):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert (done.returncode, done.stdout, done.stderr) == (0, f"rlvr_sweep {__version__}\n", "")

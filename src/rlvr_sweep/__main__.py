@@ -1,5 +1,6 @@
 """`python -m rlvr_sweep [+arm=NAME] [group=option ...] [-m key=a,b]`: train and evaluate one run per job;
-`python -m rlvr_sweep status ROOT`: the state of every run of a sweep (`sweep.status_cli`)."""
+`python -m rlvr_sweep status ROOT`: the state of every run of a sweep (`sweep.status_cli`);
+`python -m rlvr_sweep --version`: the installed version (`sweep.cli.main`)."""
 
 import sys
 

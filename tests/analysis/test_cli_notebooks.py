@@ -1,4 +1,5 @@
-"""The analysis commands and notebooks on a real smoke sweep (see conftest.py), as the README runs them."""
+"""The analysis commands on a real smoke sweep (see conftest.py), as the README runs them (the notebooks:
+test_notebooks_run.py)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,12 @@ import os
 import subprocess
 import sys
 
-import nbformat
 import pandas as pd
 import pytest
-from nbclient import NotebookClient
 
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow  # real sweeps and the command line in subprocesses
-
-NOTEBOOKS = REPO / "notebooks"
 
 
 def analysis(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -79,31 +76,3 @@ def test_union_command_on_the_smoke_sweep(smoke_sweep, tmp_path):
 def test_a_folder_without_runs_is_bad_input(tmp_path):
     proc = analysis("tables", str(tmp_path), "--out", str(tmp_path / "out"))
     assert proc.returncode == 2 and "found no run" in proc.stderr
-
-
-@pytest.mark.parametrize("name", ["analysis.ipynb", "paper_reproduction.ipynb"])
-def test_notebook_executes(name, smoke_sweep, tmp_path, monkeypatch):
-    book = nbformat.read(NOTEBOOKS / name, as_version=4)
-    assert all(not c.get("outputs") for c in book.cells if c.cell_type == "code"), "commit notebooks without outputs"
-    assert any("parameters" in c.metadata.get("tags", []) for c in book.cells)
-    monkeypatch.setenv("RLVR_SWEEP_ROOT", str(smoke_sweep))
-    monkeypatch.setenv("RLVR_ANALYSIS_OUT", str(tmp_path / "out"))
-    monkeypatch.setenv("PYTHONPATH", str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    NotebookClient(book, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
-    text = "\n".join(o.get("text", "") + str(o.get("data", {}).get("text/markdown", ""))
-                     for c in book.cells if c.cell_type == "code" for o in c.outputs)
-    assert "Table 1" in text and (tmp_path / "out" / "figure1.png").is_file()
-    if name == "analysis.ipynb":
-        assert "baseline h1024 vs 12. stopped_tree h1024" in text  # the notebook's own contrast was built
-    else:
-        assert "PASS 3 ok" in text and (tmp_path / "out" / "table1.parquet").is_file()
-
-
-def test_the_smoke_notebook_reads_the_root_it_is_given(smoke_sweep, monkeypatch):
-    book = nbformat.read(NOTEBOOKS / "smoke_sweep.ipynb", as_version=4)
-    assert all(not c.get("outputs") for c in book.cells if c.cell_type == "code"), "commit notebooks without outputs"
-    monkeypatch.setenv("RLVR_SWEEP_ROOT", str(smoke_sweep))
-    monkeypatch.setenv("PYTHONPATH", str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    NotebookClient(book, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
-    first = "".join(str(o.get("data", {}).get("text/plain", "")) for o in book.cells[1].outputs)
-    assert "stopped_tree" in first and "baseline" in first  # the smoke sweep's arms, not ../outputs/runs

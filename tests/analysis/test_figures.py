@@ -1,8 +1,9 @@
-"""Figures 1, 2 and the training curves: no text runs into other text, and what is drawn is the numbers.
+"""Figures 1, 2 and the training curves: no text runs into other text, what is drawn is the numbers, and
+every arm keeps one colour, marker and tag.
 
 Fast tests draw the hand-made sweep (`handmade.py`) with every item read out ten times over (40 items,
-so the two-level intervals are narrow enough to leave the axis away from 0) and its arms' samplers
-written into their configs; the slow test draws the shared smoke sweep.
+so the two-level intervals are narrow enough to leave the axis away from 0), and a 20-arm version of it
+(paper arms 1-19 and an ablation); the slow test draws the shared smoke sweep.
 """
 
 from __future__ import annotations
@@ -17,27 +18,65 @@ from matplotlib.collections import LineCollection
 from matplotlib.text import Text
 
 from rlvr_sweep.analysis import Sweep, load_sweep
-from rlvr_sweep.analysis.figures import (FAMILIES, WINDOW, curve_band, curve_names, draw_curves, draw_figure1,
-                                         draw_figure2, figure1, figure2, training_curves)
+from rlvr_sweep.analysis.curves import CURVES, WINDOW, curve_band, curve_names, draw_curves, draw_overlay
+from rlvr_sweep.analysis.figures import draw_figure1, draw_figure2, figure1, figure2, training_curves
+from rlvr_sweep.analysis.palette import MARKER_OF, PALETTE, arm_styles, grey
 from rlvr_sweep.analysis.stats import bootstrap_ci
 from rlvr_sweep.analysis.table1 import run_proxies
 from tests.analysis import handmade
 
 COPIES = 10
-SAMPLERS = {"baseline": "flat", "stopped_tree": "stopped_tree", "ablate_skip": "flat"}  # as conf/arm/*.yaml
+ARMS = ("baseline", "stopped_tree", "ablate_skip")
 PAPER_ORDER = ["1. baseline", "5. stopped_tree", "ablate_skip"]
+OTHER_NUMBERS = [n for n in range(2, 20) if n != 5]  # the many-arm sweep's copies of stopped_tree: 17 arms
+MIN_GREY_STEP = 0.25  # two arms with one marker differ at least this much in grey (0 black, 1 white)
+
+
+def replicated(tables: dict) -> dict:
+    g = tables["grades"]
+    tables["grades"] = pd.concat([g.assign(item_id=g["item_id"] + f"_{c}", index=g["index"] + 4 * c)
+                                  for c in range(COPIES)], ignore_index=True)
+    return tables
 
 
 @pytest.fixture(scope="module")
 def sweep() -> Sweep:
-    tables = handmade.tables()
-    g = tables["grades"]
-    tables["grades"] = pd.concat([g.assign(item_id=g["item_id"] + f"_{c}", index=g["index"] + 4 * c)
-                                  for c in range(COPIES)], ignore_index=True)
-    s = Sweep.from_tables(tables)
-    # hand-made runs have no config.yaml: give each the sampler its arm's preset chooses
-    s.runs = s.runs.assign(config=[{"sampler.name": SAMPLERS[a]} for a in s.runs["arm"]])
-    return s
+    return Sweep.from_tables(replicated(handmade.tables()))
+
+
+@pytest.fixture(scope="module")
+def many() -> Sweep:
+    return many_arms()
+
+
+@pytest.fixture(scope="module")
+def many_figures(many):
+    """Figures 1 and 2 of the 20-arm sweep, drawn once for the tests that read them (closed figures keep
+    their artists and canvas)."""
+    return draw_figure1(many)[0], draw_figure2(many)[0]
+
+
+def many_arms() -> Sweep:
+    """Paper arms 1-19 and ablate_skip: 17 copies of the hand-made stopped tree, numbered 2-4 and 6-19,
+    each with its own read-outs (item j of seed s right when (j + s) mod 5 <= i mod 4), parameter count
+    (so its own FLOPs) and reward curve (shifted by 0.02 i), so no two means sit on one point."""
+    tables = replicated(handmade.tables())
+    copies = {}
+    for name in ("runs", "steps", "rollouts", "pairs", "grades"):
+        frame = tables[name][tables[name]["arm"] == "stopped_tree"]
+        parts = []
+        for i, number in enumerate(OTHER_NUMBERS):
+            part = frame.assign(arm=f"arm{number:02d}", paper_arm=str(number), run_hash=frame["run_hash"] + f"_{i}")
+            if name == "runs":
+                part = part.assign(group_hash=f"smoke/arm{number:02d}/h512", params=1_000_000 * (1 + 0.15 * i))
+            if name == "steps":
+                part = part.assign(mean_reward=part["mean_reward"] + 0.02 * i)
+            if name == "grades":
+                right = (part["index"] + part["seed"]) % 5 <= i % 4
+                part = part.assign(correct=part["correct"].where(part["phase"] == "base", right))
+            parts.append(part)
+        copies[name] = pd.concat([tables[name], *parts], ignore_index=True)
+    return Sweep.from_tables(copies)
 
 
 @pytest.fixture(autouse=True)
@@ -101,30 +140,22 @@ def assert_every_figure_clear(sweep):
         assert_text_clear(fig)
     for unit in curve_names(sweep):
         assert_text_clear(draw_curves(sweep, unit))
+    for column, _ in CURVES:
+        assert_text_clear(draw_overlay(sweep, column))
 
 
 def test_figure_texts_do_not_overlap(sweep):
     assert_every_figure_clear(sweep)
 
 
-def test_many_arms_keep_their_labels_apart(sweep):
-    """Twelve arm rows (copies of the hand-made stopped tree under other arm names): upright labels."""
-    tables = handmade.tables()
-    arms = ["stopped_tree_bonus", "root_restart_bonus", "midpoint_ra_mst", "rg_cf_grpo_strat", "zero_grad_flat",
-            "stopped_tree_accum", "pb_cf_grpo_strat", "midpoint_mst", "gate_flat", "ra_flat", "cf_grpo", "root_restart"]
-    copies = {}
-    for name in ("runs", "steps", "rollouts", "pairs", "grades"):
-        frame = tables[name][tables[name]["arm"] == "stopped_tree"]
-        parts = [frame.assign(arm=a, paper_arm=str(i + 2), run_hash=frame["run_hash"] + f"_{i}",
-                              **({"group_hash": f"smoke/{a}/h512"} if name == "runs" else {}))
-                 for i, a in enumerate(arms)]
-        copies[name] = pd.concat([tables[name], *parts], ignore_index=True)
-    many = Sweep.from_tables(copies)
-    fig, _ = draw_figure1(many)
-    assert len(fig.axes[1].get_xticklabels()) == 15
-    assert_text_clear(fig)
-    fig, _ = draw_figure2(many)
-    assert_text_clear(fig)
+def test_many_arms_keep_their_labels_apart(many, many_figures):
+    """Twenty arm rows: upright arm labels, tags and a 21-entry legend, no text running into another."""
+    fig1, fig2 = many_figures
+    assert len(fig1.axes[1].get_xticklabels()) == 20
+    assert_text_clear(fig1)
+    assert_text_clear(fig2)
+    for column, _ in CURVES:
+        assert_text_clear(draw_overlay(many, column))
 
 
 def test_the_overlap_check_sees_overlapping_titles():
@@ -146,9 +177,9 @@ def test_figure1_arms_in_paper_order_with_base_line_and_seeds(sweep):
     assert list(by_gid(fig, "accuracy:base:base model (0 updates)").get_ydata()) == [expected, expected]
     # seeds: A 2/4, 3/4, 1/4 right; B 3/4, 4/4, 2/4; C (seed 101 only) 2/4
     seeds = {arm: sorted(by_gid(fig, f"accuracy:seeds:{unit_of(sweep, arm)}").get_offsets()[:, 1])
-             for arm in SAMPLERS}
+             for arm in ARMS}
     assert seeds == {"baseline": [25.0, 50.0, 75.0], "stopped_tree": [50.0, 75.0, 100.0], "ablate_skip": [50.0]}
-    means = {arm: by_gid(fig, f"accuracy:mean:{unit_of(sweep, arm)}").get_ydata()[0] for arm in SAMPLERS}
+    means = {arm: by_gid(fig, f"accuracy:mean:{unit_of(sweep, arm)}").get_ydata()[0] for arm in ARMS}
     assert means == pytest.approx({"baseline": 50.0, "stopped_tree": 75.0, "ablate_skip": 50.0})
     # cap hits: A's seeds 42 and 7 each cap one item (x 10 copies), the others never
     caps = sorted(by_gid(fig, f"caps:seeds:{unit_of(sweep, 'baseline')}").get_offsets()[:, 1])
@@ -181,14 +212,82 @@ def test_figure1_y_axis_shows_the_differences(sweep):
     assert hi > 100.0  # seed 101 of stopped_tree has every item right
 
 
-def test_figure1_colours_follow_the_sampler_family(sweep):
+def test_hand_made_arms_take_their_numbers_colours(sweep):
+    """Paper arm N takes colour N - 1 and tag N; the ablation takes the first colour left and tag A."""
+    styles = {sweep.runs_of(u).iloc[0]["arm"]: style for u, style in arm_styles(sweep).items()}
+    assert {a: (s.tag, s.colour, s.legend) for a, s in styles.items()} == {
+        "baseline": ("1", PALETTE[0], "1. baseline"), "stopped_tree": ("5", PALETTE[4], "5. stopped_tree"),
+        "ablate_skip": ("A", PALETTE[1], "A. ablate_skip")}
     fig, _ = draw_figure1(sweep)
-    colour = {arm: tuple(by_gid(fig, f"accuracy:seeds:{unit_of(sweep, arm)}").get_edgecolor()[0])
-              for arm in SAMPLERS}
-    assert colour["baseline"] == colour["ablate_skip"] != colour["stopped_tree"]  # flat, flat, stopped tree
+    for arm, style in styles.items():
+        mean = by_gid(fig, f"accuracy:mean:{unit_of(sweep, arm)}")
+        assert (mean.get_color(), mean.get_marker()) == (style.colour, style.marker)
+        assert by_gid(fig, f"accuracy:tag:{unit_of(sweep, arm)}").get_text() == style.tag
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert legend[:2] == [FAMILIES["flat"][0], FAMILIES["stopped_tree"][0]]
-    assert "base model (0 updates)" in legend
+    assert legend[0].startswith("mean, 95 % CI") and "base model (0 updates)" in legend
+
+
+def test_the_palette_survives_greyscale():
+    """24 colours, all different; any two that share a marker differ by >= 0.25 in grey, so a greyscale
+    print tells every pair apart by grey or by shape."""
+    assert len(PALETTE) == len(set(PALETTE)) == 24
+    same_marker = [(a, b) for a, b in itertools.combinations(PALETTE, 2) if MARKER_OF[a] == MARKER_OF[b]]
+    assert len(same_marker) == 12  # 12 markers, two colours each
+    assert min(abs(grey(a) - grey(b)) for a, b in same_marker) >= MIN_GREY_STEP
+
+
+def mean_markers(fig, prefix: str, units) -> dict:
+    return {u: by_gid(fig, f"{prefix}:mean:{u}") for u in units}
+
+
+def assert_one_style_per_arm(markers: dict) -> None:
+    """One colour per arm, and in greyscale each pair of arms differs in marker or by MIN_GREY_STEP."""
+    styles = {u: (m.get_color(), m.get_marker()) for u, m in markers.items()}
+    assert len({c for c, _ in styles.values()}) == len(styles)
+    for (c1, m1), (c2, m2) in itertools.combinations(styles.values(), 2):
+        assert m1 != m2 or abs(grey(c1) - grey(c2)) >= MIN_GREY_STEP
+
+
+def test_twenty_arms_one_colour_marker_and_tag_each(many, many_figures):
+    units = many.units()
+    styles = arm_styles(many)
+    assert len(units) == 20
+    assert [styles[u].tag for u in units] == [str(n) for n in range(1, 20)] + ["A"]  # paper order
+    fig1, fig2 = many_figures
+    assert_one_style_per_arm(mean_markers(fig1, "accuracy", units))
+    tags = {u: by_gid(fig1, f"accuracy:tag:{u}").get_text() for u in units}  # every arm's tag fits
+    assert tags == {u: styles[u].tag for u in units}
+    for panel in ("cost0", "cost1"):
+        markers = mean_markers(fig2, panel, units)
+        assert_one_style_per_arm(markers)
+        assert {u: m.get_color() for u, m in markers.items()} == \
+            {u: m.get_color() for u, m in mean_markers(fig1, "accuracy", units).items()}  # as in Figure 1
+        placed = [u for u in units if fig2.findobj(lambda a, gid=f"{panel}:tag:{u}": a.get_gid() == gid)]
+        assert len(placed) >= 15  # tags where they fit (20 here); the legend names every arm
+    legend = [t.get_text() for t in fig2.legends[0].get_texts()]
+    assert legend == [styles[u].legend for u in units] + ["base model (0 updates)"]
+    assert legend[0] == "1. baseline" and legend[19] == "A. ablate_skip"
+
+
+def test_overlay_one_line_per_arm_on_one_axis(many):
+    units = many.units()
+    styles = arm_styles(many)
+    for column, _ in CURVES:
+        fig = draw_overlay(many, column)
+        (ax,) = fig.axes  # one shared axis
+        lines = {u: by_gid(fig, f"overlay:mean:{u}") for u in units}
+        assert all(line.axes is ax for line in lines.values())
+        assert {u: (line.get_color(), line.get_marker()) for u, line in lines.items()} == \
+            {u: (styles[u].colour, styles[u].marker) for u in units}  # Figures 1 and 2's
+        lo, hi = ax.get_ylim()
+        ys = np.concatenate([line.get_ydata() for line in lines.values()])
+        assert lo <= ys.min() and ys.max() <= hi  # every arm inside the one y-range
+        assert all(by_gid(fig, f"overlay:band:{u}").axes is ax for u in units)
+        assert [t.get_text() for t in fig.legends[0].get_texts()] == [styles[u].legend for u in units]
+    fig = draw_overlay(many, "mean_reward")
+    first, last = (by_gid(fig, f"overlay:mean:{u}").get_ydata() for u in (units[4], units[-2]))
+    assert last - first == pytest.approx(np.full(2, 0.02 * 16))  # arm 19 is copy 16 of arm 5, 0.32 higher
+    assert by_gid(draw_curves(many, units[4]), "mean:mean_reward").get_color() == styles[units[4]].colour
 
 
 def test_figure2_points_are_each_runs_cost_and_accuracy(sweep):
@@ -238,8 +337,10 @@ def test_formats_and_file_names(sweep, tmp_path):
     paths, _ = figure2(sweep, tmp_path)
     assert [p.name for p in paths] == ["figure2.png", "figure2.pdf"]
     paths, _ = training_curves(sweep, tmp_path, formats=("png",))
-    assert sorted(p.name for p in paths) == ["curves_smoke_ablate_skip_h512.png", "curves_smoke_baseline_h512.png",
-                                             "curves_smoke_stopped_tree_h512.png"]
+    assert [p.name for p in paths] == ["curves_overlay_mean_reward.png", "curves_overlay_active.png",
+                                       "curves_overlay_length.png", "curves_overlay_capped.png",
+                                       "curves_smoke_baseline_h512.png", "curves_smoke_stopped_tree_h512.png",
+                                       "curves_smoke_ablate_skip_h512.png"]
     assert all(p.stat().st_size > 10_000 for p in paths)
     with pytest.raises(ValueError, match="must be one of"):
         figure1(sweep, tmp_path, formats=("bmpx",))

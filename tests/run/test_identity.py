@@ -69,6 +69,24 @@ def test_rows_the_run_never_reads_are_not_part_of_it(tmp_path, data_root):
     assert again["skipped"] and again["run_hash"] == first["run_hash"]
 
 
+def test_a_changed_training_row_under_the_same_settings_is_a_new_run(tmp_path, data_root):
+    """Same settings, same data folder, one training answer rewritten: the training rows' digest alone
+    tells the runs apart (new run hash and folder, the relaunch not skipped, the old run untouched)."""
+    (data_root / "math_train.jsonl").write_text(
+        "".join((need_data("math_train.jsonl") / "math_train.jsonl").read_text().splitlines(True)[:4]))
+    train = ("data.name=math_train", "data.train_file=math_train.jsonl")
+    first = run(smoke(tmp_path, data_root, *train))
+    rewrite_row(data_root / "math_train.jsonl", 0, answer="a changed answer")
+    second = run(smoke(tmp_path, data_root, *train))
+    assert not second.get("skipped") and second["run_dir"] != first["run_dir"]
+    assert second["settings_hash"] == first["settings_hash"] and second["run_hash"] != first["run_hash"]
+    digests = [json.loads((Path(r["run_dir"]) / "run.json").read_text())["inputs"]["train"]["sha256"]
+               for r in (first, second)]
+    assert digests[0] != digests[1]
+    assert store.verify_manifest(first["run_dir"]) == []
+    assert run(smoke(tmp_path, data_root, *train))["skipped"]  # unchanged since: the second run is found
+
+
 def test_a_changed_training_row_is_a_new_run(tmp_path):
     cfg = compose_cfg(["+arm=ra_flat", "profile=smoke", "train.steps=1", "eval=none", f"run.out_root={tmp_path}"])
     other = compose_cfg(["+arm=ra_flat", "profile=smoke", "train.steps=1", "eval=none", "data.toy_seed=1",

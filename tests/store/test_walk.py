@@ -109,6 +109,28 @@ def test_a_row_of_another_run_inside_a_table_is_found(tmp_path, three_runs):
         collect(root)
 
 
+@pytest.mark.parametrize("table_name", ["rollouts", "grades"])
+@pytest.mark.parametrize("key, foreign", [("run_hash", "00000000"), ("run_hash", "ffffffff"), ("seed", 0),
+                                          ("seed", 99), ("arm", "a_arm"), ("arm", "zz_arm")])
+def test_one_foreign_row_inside_a_many_row_table_is_refused(tmp_path, three_runs, table_name, key, foreign):
+    """One row in the middle of a many-row table carries another run's key, sorting below the run's own
+    or above it: both bounds are checked, on more than one kind of table."""
+    a = tmp_path / "runs" / "smoke" / "ra_flat" / "a"
+    shutil.copytree(three_runs[1], a)  # seed 2: seeds 0 and 99 sort on either side of it
+    table = pq.read_table(a / f"{table_name}.parquet")
+    assert table.num_rows >= 3
+    values = table.column(key).to_pylist()
+    own = values[0]
+    assert (foreign < own) if foreign in (0, "00000000", "a_arm") else (foreign > own)
+    values[table.num_rows // 2] = foreign
+    field = table.schema.field(key)
+    table = table.set_column(table.schema.get_field_index(key), field, pa.array(values, field.type))
+    pq.write_table(table, a / f"{table_name}.parquet")
+    rewrite_with_manifest(a)
+    with pytest.raises(store.CollectError, match=rf"{table_name}.parquet: holds rows of another run \({key} {foreign!r}"):
+        collect(tmp_path / "runs")
+
+
 def test_a_run_folder_of_the_settings_only_schema_is_refused_by_name(tmp_path, three_runs):
     root = tmp_path / "runs"
     old = root / "smoke" / "ra_flat" / "old"

@@ -191,6 +191,10 @@ def test_smoke_sweep_through_slurm_is_collected(tmp_path, capsys):
     assert {Path(d).resolve() for d in runs["run_dir"]} == {d.resolve() for d in expected}
     assert set(zip(runs["arm"], runs["seed"])) == {(a, s) for a in arms for s in seeds}
     assert set(collected["steps"].groupby(["arm", "seed"]).size()) == {3}
+    said = proc.stdout + proc.stderr  # without accounting: sacct's words and submitit's warning, once per sweep
+    for message in ("Slurm accounting storage is disabled", "sacct does not answer"):
+        assert said.count(message) <= 1, f"{message!r} said {said.count(message)} times:\n{said[-4000:]}"
+    assert "Bypassing sacct error" not in said, said[-4000:]
     finished_logs = [p for p in (tmp_path / "submitit").glob("*/*_log.out") if "completed successfully" in p.read_text()]
     assert len(finished_logs) == 4, failure_report(tmp_path, proc)
     for log in finished_logs:  # progress in a SLURM log: plain lines, no carriage-return redraws
@@ -199,6 +203,40 @@ def test_smoke_sweep_through_slurm_is_collected(tmp_path, capsys):
     with capsys.disabled():
         print(f"\n[test_slurm] 2x2 smoke sweep on node {controller}: launch -> collected {wall:.1f}s, "
               f"sbatch -> collected {since_sbatch:.1f}s")
+
+
+def test_a_cluster_without_accounting_is_said_once_per_sweep(tmp_path, monkeypatch, capfd, caplog):
+    """submitit's watcher polls a `sacct` that fails as it does without accounting storage: inside a launch
+    (`_sacct_said_once`) neither sacct's stderr nor submitit's warnings reach the terminal at each poll; one
+    line says both, once; after it, submitit is as it was. (No cluster needed: a fake sacct.)"""
+    import logging
+
+    from submitit.core import core
+    from submitit.slurm.slurm import SlurmInfoWatcher
+
+    from hydra_plugins.rlvr_sweep_launchers.launchers import _sacct_said_once
+
+    fake = tmp_path / "bin" / "sacct"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'Slurm accounting storage is disabled' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    watcher = SlurmInfoWatcher(delay_s=600)
+    watcher.register_job("4242_0")
+    with caplog.at_level(logging.WARNING), _sacct_said_once():
+        for _ in range(3):  # three polls, as a sweep makes several
+            watcher.update()
+    printed = "".join(capfd.readouterr())
+    assert watcher.num_calls == 3
+    assert "Slurm accounting storage is disabled" not in printed and "Bypassing sacct error" not in printed, printed
+    said = [r.getMessage() for r in caplog.records if "sacct" in r.getMessage()]
+    assert said == [("sacct does not answer on this cluster (Slurm accounting storage is disabled): submitit follows "
+                     "the jobs without it; its further warnings about it are not shown")], said
+    assert core.subprocess is subprocess and not logging.getLogger("submitit").filters  # put back
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), _sacct_said_once():  # the next sweep says it again
+        watcher.update()
+    assert len([r for r in caplog.records if "sacct does not answer" in r.getMessage()]) == 1
 
 
 def test_a_plugin_named_once_reaches_the_slurm_jobs(tmp_path):

@@ -116,14 +116,14 @@ def test_backward_accounting_of_accumulated_questions():
 def test_saved_tables_rebuild_or_differ(tmp_path):
     s = sweep_with()
     save_tables(build_tables(s, n_resamples=200, seed=3), tmp_path)
-    # runs, table1 .. audit, the §3 diagnostics and the strata; table2b has no smoke-list row here
-    assert saved_problems(s, tmp_path) == (9, [])
+    # runs, table1 .. audit (table2b: its rows against the baseline arm), the §3 diagnostics and the strata
+    assert saved_problems(s, tmp_path) == (10, [])
     def flip(t):
         g = t["grades"]
         g.loc[g.index[(g["phase"] == "trained") & ~g["correct"]][0], "correct"] = True
     changed = sweep_with(flip)
     n, problems = saved_problems(changed, tmp_path)
-    assert n == 9 and any(p.startswith("table1:") for p in problems)
+    assert n == 10 and any(p.startswith("table1:") for p in problems)
     assert any(p.startswith("baseline_readouts:") for p in problems)  # one more correct short or long answer
 
 
@@ -138,9 +138,9 @@ def test_tables_md_the_copy_a_person_reads_is_checked_against_the_rebuilds(tmp_p
     header = header_lines(s, "/somewhere/runs")
     save_tables(build_tables(s, n_resamples=200, seed=3), tmp_path, [*header, *(n for n in s.notes if n not in header)])
     rendered = {}
-    assert saved_problems(s, tmp_path, rendered=rendered) == (9, [])
+    assert saved_problems(s, tmp_path, rendered=rendered) == (10, [])
     checked, problems = markdown_problems(s, "elsewhere/runs", tmp_path, rendered)
-    assert problems == [] and checked == 9 + len(header)
+    assert problems == [] and checked == 10 + len(header)
     md = tmp_path / "tables.md"
     clean = md.read_text()
     row = next(line for line in clean.splitlines() if line.startswith("| 5. stopped_tree |"))

@@ -8,13 +8,15 @@ out-of-memory killer, a node failure) has none, and submitit's `UncompletedJobEr
 whole sweep command with a traceback and no summary. Here every job of the array is waited for, a job
 that did not finish leaves one line in its Hydra job folder (`job_error.txt`, what a job that fails
 inside the run writes too), and the sweep summary lists it among the failed runs (exit 1). A job array
-that sbatch refuses (an unknown partition) ends the sweep with one line and exit 2, and submitit's
-warning that `sacct` does not answer (a cluster without accounting) is said once, not at every poll.
+that sbatch refuses (an unknown partition) ends the sweep with one line and exit 2. On a cluster without
+accounting, `sacct`'s own "Slurm accounting storage is disabled" and submitit's warning that `sacct` does
+not answer are said once per sweep, in one line, not at every poll (`_SacctSaidOnce`).
 """
 
 from __future__ import annotations
 
 import logging
+import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +27,8 @@ from hydra_plugins.hydra_submitit_launcher import submitit_launcher
 from rlvr_sweep.sweep.preflight import job_part
 from rlvr_sweep.sweep.records import add_job_ids
 from rlvr_sweep.sweep.summary import JOB_ERROR
+
+log = logging.getLogger(__name__)
 
 
 class _WaitedJob:
@@ -75,30 +79,75 @@ class LocalLauncher(submitit_launcher.LocalLauncher):
             return super().launch(job_overrides, initial_job_idx)
 
 
-class _SacctOnce(logging.Filter):
-    """submitit warns at every poll when `sacct` fails (a cluster without accounting storage): said once."""
+class _SacctSaidOnce(logging.Filter):
+    """submitit asks `sacct` for its jobs' states at every poll (after 2, 4, 8, ... s). On a cluster without
+    accounting storage each call fails: `sacct` prints "Slurm accounting storage is disabled" on this
+    process's stderr, and submitit warns (through its stdout and stderr handlers, and Hydra's log).
+    While installed, `sacct` is run with its stderr captured (submitit's module sees this object as its
+    `subprocess`), submitit's warnings about it are dropped, and the first failure is said in one line
+    with sacct's own words; a message sacct prints while it answers is passed on once."""
 
-    said = False
+    def __init__(self) -> None:
+        super().__init__()
+        self.reason, self.said, self.passed_on = "", False, set()
+
+    def __getattr__(self, name):  # everything else of `subprocess`, for submitit's other calls
+        return getattr(subprocess, name)
+
+    def check_output(self, command, **kwargs):
+        if list(command)[:1] != ["sacct"]:
+            return subprocess.check_output(command, **kwargs)
+        try:
+            proc = subprocess.run(command, capture_output=True, check=True, **kwargs)
+        except subprocess.CalledProcessError as err:
+            self.reason = self.reason or _first_line(err.stderr) or f"exit {err.returncode}"
+            raise
+        except OSError as err:  # no sacct on this machine
+            self.reason = self.reason or str(err)
+            raise
+        words = _first_line(proc.stderr)
+        if words and words not in self.passed_on:
+            self.passed_on.add(words)
+            print(words, file=sys.stderr, flush=True)
+        return proc.stdout
 
     def filter(self, record: logging.LogRecord) -> bool:
         if "Bypassing sacct error" not in record.getMessage():
             return True
-        if self.said:
-            return False
-        self.said = True
-        record.msg, record.args = ("sacct does not answer on this cluster (no accounting storage?): submitit follows "
-                                   "the jobs without it; its further warnings about it are not shown"), ()
-        return True
+        if not self.said:
+            self.said = True
+            log.warning("sacct does not answer on this cluster (%s): submitit follows the jobs without it; "
+                        "its further warnings about it are not shown", self.reason or "no accounting storage?")
+        return False
+
+
+def _first_line(text) -> str:
+    text = text.decode(errors="replace") if isinstance(text, bytes) else (text or "")
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+@contextmanager
+def _sacct_said_once():
+    """For one launch: `sacct`'s failure and submitit's warnings about it said once (`_SacctSaidOnce`)."""
+    from submitit.core import core
+
+    once = _SacctSaidOnce()
+    submitit_log = logging.getLogger("submitit")
+    submitit_log.addFilter(once)
+    core.subprocess = once
+    try:
+        yield
+    finally:
+        core.subprocess = subprocess
+        submitit_log.removeFilter(once)
 
 
 class SlurmLauncher(submitit_launcher.SlurmLauncher):
     def launch(self, job_overrides, initial_job_idx):
         from submitit.core.utils import FailedJobError
 
-        logging.getLogger("submitit").addFilter(_SacctOnce())
-
         try:
-            with _every_job_waited_for(Path(str(self.config.hydra.sweep.dir))):
+            with _sacct_said_once(), _every_job_waited_for(Path(str(self.config.hydra.sweep.dir))):
                 return super().launch(job_overrides, initial_job_idx)
         except FailedJobError as err:  # sbatch refused the array (a partition, account or limit): nothing runs
             said = [line.strip() for line in str(err).strip("'\"").splitlines() if line.strip()]

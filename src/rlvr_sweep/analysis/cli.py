@@ -15,6 +15,12 @@ commands print first how many run folders they use, which rows were split and wh
 the `runs` table names every folder and the row it stands behind. `--profile` and `--where KEY=VALUE`
 choose runs; the choice is saved as `DIR/selection.json`, which `verify all --tables DIR` applies.
 
+Table 2B holds the declared contrasts (`--contrasts FILE` or a shipped list; default: the list of the
+sweep's profile), then every arm row against the sweep's baseline arm in accuracy on each benchmark both
+read out (rows titled "vs baseline", numbered from 101; `--baseline ARM`, a paper number or name, chooses
+that arm: default the paper's Arm 1, else an arm named `baseline`, else the lowest paper arm number, then
+by name). Both options are the same for `tables` and `report`; an arm no row answers to exits 2.
+
 `report SWEEP_ROOT --out outputs/report.html` writes the sweep as one self-contained HTML page (provenance,
 the `verify all` verdict, every table and figure, each arm's settings against the baseline arm's:
 `analysis.html_report`); `diff A B` prints what differs between two run folders, arms or saved configs
@@ -34,7 +40,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlvr_sweep.analysis.contrasts import SHIPPED, load_contrasts
+from rlvr_sweep.analysis.contrasts import SHIPPED, baseline_units, load_contrasts
 from rlvr_sweep.analysis.ensembles import REFERENCE_ARMS, checkpoint_union, parse_checkpoints, union_lines
 from rlvr_sweep.analysis.forked import default_jobs
 from rlvr_sweep.analysis.report import (ALL_TABLES, OPTIONAL_TABLES, SELECTION, build_tables, header_lines, save_tables,
@@ -83,10 +89,14 @@ def _parser() -> argparse.ArgumentParser:
     for name in ("tables", "report"):
         sub.choices[name].add_argument("--resamples", type=int, default=4000, help="bootstrap resamples (default 4000)")
         sub.choices[name].add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+        sub.choices[name].add_argument("--contrasts", default=None,
+                                       help=f"Table 2B rows: a YAML file or a shipped list {sorted(SHIPPED)} "
+                                            "(default: the list of the sweep's profile)")
+        sub.choices[name].add_argument("--baseline", default=None, metavar="ARM",
+                                       help="the arm (paper number or name) every arm row is contrasted with in "
+                                            "Table 2B (default: Arm 1, else an arm named baseline, else the lowest "
+                                            "paper arm number, then by name)")
     t = sub.choices["tables"]
-    t.add_argument("--contrasts", default=None,
-                   help=f"Table 2B rows: a YAML file or a shipped list {sorted(SHIPPED)} "
-                        "(default: the list of the sweep's profile)")
     t.add_argument("--only", default=",".join(ALL_TABLES), help=f"comma-separated subset of {','.join(ALL_TABLES)}")
     t.add_argument("--strata-reference", default=",".join(REFERENCE_ARMS), metavar="ARMS",
                    help="the arms (paper numbers or names) whose checkpoints define the item strata (default 1-9)")
@@ -143,6 +153,12 @@ def main(argv=None) -> int:
         for note in sweep.notes:
             print(f"  {note}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    baseline = getattr(args, "baseline", None)
+    try:
+        baseline_units(sweep, baseline)  # an arm no row answers to: said before anything is built
+    except ValueError as err:
+        print(f"analysis: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     head = f"{len(sweep.runs)} runs, {len(sweep.units())} arms, benchmarks {sweep.benchmarks()}"
     header = header_lines(sweep, root)
     for line in header:
@@ -154,7 +170,8 @@ def main(argv=None) -> int:
         from rlvr_sweep.analysis.html_report import write_report
 
         path = write_report(sweep, root, args.out, verify=not args.no_verify, n_resamples=args.resamples,
-                            seed=args.seed, progress=lambda line: print(line, flush=True), plugins=args.plugins)
+                            seed=args.seed, progress=lambda line: print(line, flush=True), plugins=args.plugins,
+                            contrasts=contrasts, baseline=baseline)
         print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - started:.1f}s; {head})")
         return EXIT_OK
     Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -162,7 +179,7 @@ def main(argv=None) -> int:
     if args.command == "tables":
         reference = [a.strip() for a in args.strata_reference.split(",") if a.strip()]
         tables = build_tables(sweep, contrasts, args.resamples, args.seed, only, strata_reference=reference,
-                              jobs=args.jobs)
+                              jobs=args.jobs, baseline=baseline)
         if args.only == ",".join(ALL_TABLES):  # not asked for by name: left out where the sweep lacks their runs
             for name in [n for n in OPTIONAL_TABLES if tables[n].why]:
                 Path(args.out, f"{name}.parquet").unlink(missing_ok=True)

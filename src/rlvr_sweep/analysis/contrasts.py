@@ -6,11 +6,19 @@ seed the arms share and each item they all read out, d[seed, item] = y_a - y_b, 
 (y_a - y_b) - (y_c - y_d); the table prints the per-seed differences, their mean and three bootstrap
 intervals of it (`stats.bootstrap_ci`: two-level, question-clustered, flat), all in percentage
 points. With one seed (row 12) the two-level interval is undefined and the gains / losses are shown.
-A row whose arms or benchmark the sweep lacks is left out, with a note saying which.
+A row whose arms or benchmark the sweep lacks is left out; one note lists them all.
+
+Besides the declared rows, `baseline_contrasts` contrasts every arm row a sweep ran against its baseline
+arm (`baseline_units`: the paper's Arm 1, else an arm named `baseline`, else the row with the lowest paper
+arm number, then by name; or the one chosen) on accuracy, on each benchmark both read out: rows titled
+"vs baseline", numbered from the next hundred above the declared rows (101, ... beside the paper's 1-39),
+leaving out a pair a declared row already contrasts. The table's full list is saved beside it
+(`CONTRASTS_FILE`), so that `verify all --tables` rebuilds it, notes included, from the same rows.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -20,13 +28,15 @@ import pandas as pd
 import yaml
 
 from rlvr_sweep.analysis.render import Table, ci_text, num, per_seed
-from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep, grade_rows, item_matrix, seed_order
+from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep, grade_rows, is_paper_number, item_matrix, seed_order
 from rlvr_sweep.analysis.stats import bootstrap_ci
 
 SHIPPED = {"paper": "contrasts_paper.yaml", "smoke": "contrasts_smoke.yaml", "cf": "contrasts_cf.yaml",
            "smoke_cf": "contrasts_smoke_cf.yaml"}
 METRICS = ("correct", "capped")
-_KEYS = {"row", "title", "a", "b", "c", "d", "benchmark", "metric", "seeds"}
+_KEYS = {"row", "title", "a", "b", "c", "d", "benchmark", "metric", "seeds", "profile"}
+BASELINE_TITLE = "vs baseline"  # the title of the rows `baseline_contrasts` adds
+CONTRASTS_FILE = "table2b_contrasts.yaml"  # beside the saved tables: every row Table 2B was built from
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,7 @@ class Contrast:
     benchmark: str
     metric: str = "correct"
     seeds: tuple[int, ...] | None = None
+    profile: str | None = None  # only this profile's runs (the rows `baseline_contrasts` adds); None: each profile
 
     @property
     def name(self) -> str:
@@ -66,9 +77,21 @@ def parse_contrasts(items, where: str = "contrasts") -> list[Contrast]:
             raise ValueError(f"{at}: metric {metric!r}; valid: {list(METRICS)}")
         arms = tuple(str(item[k]) for k in ("a", "b", "c", "d") if k in item)
         seeds = tuple(int(s) for s in item["seeds"]) if item.get("seeds") is not None else None
+        profile = str(item["profile"]) if item.get("profile") is not None else None
         out.append(Contrast(int(item.get("row", i)), str(item.get("title", "")), arms, str(item["benchmark"]),
-                            metric, seeds))
+                            metric, seeds, profile))
     return out
+
+
+def dump_contrasts(contrasts: list[Contrast]) -> str:
+    """The YAML list `parse_contrasts` reads back as `contrasts`, one flow mapping a row (as the shipped lists)."""
+    items = []
+    for c in contrasts:
+        item = {"row": c.row, "title": c.title, **dict(zip("abcd", c.arms)), "benchmark": c.benchmark, "metric": c.metric}
+        item.update({k: v for k, v in (("seeds", list(c.seeds) if c.seeds else None), ("profile", c.profile)) if v})
+        items.append("- " + yaml.safe_dump(item, default_flow_style=True, sort_keys=False, width=10**6,
+                                           allow_unicode=True))
+    return "".join(items)
 
 
 def load_contrasts(source: str = "paper") -> list[Contrast]:
@@ -84,14 +107,24 @@ def load_contrasts(source: str = "paper") -> list[Contrast]:
     return parse_contrasts(yaml.safe_load(text), where)
 
 
+def _rows(sweep: Sweep, ref: str, benchmark: str, profile: str | None) -> list[str]:
+    """The arm rows `ref` names in `profile` (`Sweep.candidates`, or an arm row's own id, as `baseline_contrasts`
+    names a row no label singles out); of several, the ones that read `benchmark` out."""
+    rows = sweep.candidates(ref, profile)
+    if not rows and ref in sweep.units() and profile in (None, _profile_of(sweep, ref)):
+        rows = [ref]
+    if len(rows) > 1:  # several rows of one arm: the ones that read this benchmark out
+        rows = [u for u in rows if len(grade_rows(sweep, u, benchmark, columns=("seed",)))] or rows
+    return rows
+
+
+def _profile_of(sweep: Sweep, unit: str) -> str:
+    return str(sweep.runs_of(unit)["profile"].iloc[0])
+
+
 def contrast_grid(sweep: Sweep, c: Contrast, profile: str | None = None) -> tuple[list, np.ndarray] | str:
     """(seeds, d (seeds, items)) of one contrast in one profile, or why it cannot be computed."""
-    found = {}
-    for ref in dict.fromkeys(c.arms):
-        rows = sweep.candidates(ref, profile)
-        if len(rows) > 1:  # several rows of one arm: the ones that read this benchmark out
-            rows = [u for u in rows if len(grade_rows(sweep, u, c.benchmark, columns=("seed",)))] or rows
-        found[ref] = rows
+    found = {ref: _rows(sweep, ref, c.benchmark, profile) for ref in dict.fromkeys(c.arms)}
     absent = [ref for ref, rows in found.items() if not rows]
     if absent:
         return f"arm {', '.join(absent)} not in the sweep"
@@ -127,27 +160,137 @@ def contrast_row(c: Contrast, seeds: list, d: np.ndarray, n_resamples: int, seed
     return row
 
 
-def build_table2b(sweep: Sweep, contrasts: list[Contrast], n_resamples: int = 4000, seed: int = 0) -> Table:
+def build_table2b(sweep: Sweep, contrasts: list[Contrast], n_resamples: int = 4000, seed: int = 0,
+                  listed: str = "the listed") -> Table:
+    """Table 2B of `contrasts` (a declared list, with `baseline_contrasts` added by `build_tables`). The rows
+    that cannot be built are one note; `listed` names whose they are in the report's folded summary of them
+    ("the paper's" for a shipped list)."""
     title = "Table 2B: matched two-level (seed x question) bootstrap contrasts (§5.3)"
     profiles = sorted(sweep.runs["profile"].unique()) if len(sweep.runs) else []
-    rows, absent = [], []
+    rows, absent, tried = [], [], 0
     for c in contrasts:
-        for profile in profiles:
+        for profile in profiles if c.profile is None else [p for p in profiles if p == c.profile]:
+            tried += 1
             got = contrast_grid(sweep, c, profile)
             where = f" [{profile}]" if len(profiles) > 1 else ""
             if isinstance(got, str):
                 absent.append(f"row {c.row}{where} ({c.name}, {c.benchmark}): {got}")
                 continue
             rows.append({"profile": profile, **contrast_row(c, *got, n_resamples, seed)})
-    notes = [f"{len(rows)} of {len(contrasts) * max(len(profiles), 1)} contrasts built; "
-             f"{n_resamples} resamples, bootstrap seed {seed}"] + [f"absent: {a}" for a in absent]
+    planned = tried if profiles else len(contrasts)
+    notes = [f"{len(rows)} of {planned} contrasts built; {n_resamples} resamples, bootstrap seed {seed}"]
+    notes += _baseline_notes(sweep, contrasts, len(profiles) > 1)
+    folded = {}
+    if absent:  # one line however many: a sweep of two arms cannot build most of the paper's 26 rows
+        notes.append("absent: " + "; ".join(absent))
+        folded[notes[-1]] = (f"{len(absent)} of {listed} contrasts cannot be built on this sweep", absent)
     if not rows:
         why = "none of the contrasts' arms and benchmarks are in the sweep" if profiles else "the sweep has no runs"
         table = Table.unbuilt("table2b", title, why)
-        table.notes = notes
+        table.notes, table.folded, table.side_files = notes, folded, {CONTRASTS_FILE: None}
         return table
     frame = pd.DataFrame(rows)
-    return Table("table2b", title, frame, _display(frame, len(profiles) > 1), notes=notes)
+    return Table("table2b", title, frame, _display(frame, len(profiles) > 1), notes=notes, folded=folded,
+                 side_files={CONTRASTS_FILE: dump_contrasts(contrasts)})
+
+
+def _baseline_notes(sweep: Sweep, contrasts: list[Contrast], several_profiles: bool) -> list[str]:
+    """What the "vs baseline" rows are, said once (from the rows, so that a rebuild from the saved list says it too)."""
+    ours = [c for c in contrasts if c.title == BASELINE_TITLE]
+    out = []
+    for profile in dict.fromkeys(c.profile for c in ours):
+        mine = [c for c in ours if c.profile == profile]
+        ref = mine[0].arms[1]
+        unit = next(iter(_rows(sweep, ref, mine[0].benchmark, profile)), None)
+        rows = f"row {mine[0].row}" if len(mine) == 1 else f"rows {mine[0].row}-{mine[-1].row}"
+        out.append(f"{rows}{f' [{profile}]' if several_profiles and profile else ''}: each arm row against the "
+                   f"baseline arm, {sweep.label(unit) if unit else ref}, in accuracy on each benchmark both read out "
+                   "(--baseline chooses it; a pair a row above contrasts is not repeated)")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the sweep's own rows: every arm row against its baseline arm
+
+
+def _baseline_rank(sweep: Sweep, unit: str) -> tuple:
+    """Which row of a profile is its baseline arm, smallest first: the paper's Arm 1, an arm named `baseline`
+    (the shortest horizon first), the lowest paper arm number, then by name; of one arm's several rows, the
+    one with the most runs."""
+    runs = sweep.runs_of(unit)
+    run = runs.iloc[0]
+    pa, arm = str(run["paper_arm"] or ""), str(run["arm"])
+    tier = 0 if pa == "1" else 1 if arm == "baseline" else 2 if is_paper_number(pa) else 3
+    return tier, int(pa) if is_paper_number(pa) else 0, pa or arm, int(run["horizon"]), -len(runs)
+
+
+def arm_names(sweep: Sweep) -> list[str]:
+    """Every name an arm row answers to: paper labels, arm names, `arm@h<horizon>`."""
+    runs = sweep.runs
+    if not len(runs):
+        return []
+    names = [*runs["paper_arm"], *runs["arm"], *(f"{a}@h{h}" for a, h in zip(runs["arm"], runs["horizon"]))]
+    return list(dict.fromkeys(str(n) for n in names if n))
+
+
+def baseline_units(sweep: Sweep, baseline: str | None = None) -> dict[str, str]:
+    """{profile: its baseline arm row}: `_baseline_rank`'s first, or of the rows `baseline` names (a paper
+    number or an arm name, as a contrast names arms). A name no row answers to is a ValueError that gives the
+    close names; a profile without the named arm has no baseline."""
+    units = sweep.units()
+    if baseline is not None:
+        named = sweep.candidates(str(baseline)) or ([baseline] if baseline in units else [])
+        if not named:
+            names = arm_names(sweep)
+            close = difflib.get_close_matches(str(baseline), names, n=4, cutoff=0.5)
+            raise ValueError(f"--baseline {baseline!r}: no arm row of the sweep is named so; "
+                             + (f"close: {', '.join(close)}" if close else f"its arms: {', '.join(names[:12])}"))
+        units = [u for u in units if u in named]
+    out: dict[str, str] = {}
+    for unit in sorted(units, key=lambda u: _baseline_rank(sweep, u)):
+        out.setdefault(_profile_of(sweep, unit), unit)
+    return dict(sorted(out.items()))
+
+
+def _ref(sweep: Sweep, unit: str, profile: str) -> str:
+    """The shortest name that singles `unit` out in its profile: its paper label, arm name, `arm@h<horizon>`,
+    else the row's own id."""
+    run = sweep.runs_of(unit).iloc[0]
+    for ref in (run["paper_arm"], run["arm"], f"{run['arm']}@h{run['horizon']}"):
+        if ref and sweep.candidates(str(ref), profile) == [unit]:
+            return str(ref)
+    return unit
+
+
+def baseline_contrasts(sweep: Sweep, declared: list[Contrast], baseline: str | None = None) -> list[Contrast]:
+    """Each arm row against its profile's baseline arm (`baseline_units`) on accuracy, on each benchmark both
+    read out for a seed they share, unless a row of `declared` is that contrast (either way round, on every
+    shared seed). Numbered from the next hundred above `declared`'s rows, so no row number is used twice."""
+    start = 100 * (max((c.row for c in declared), default=0) // 100 + 1)
+    out: list[Contrast] = []
+    for profile, base in baseline_units(sweep, baseline).items():
+        for unit in [u for u in sweep.units() if u != base and _profile_of(sweep, u) == profile]:
+            for benchmark in sweep.benchmarks():
+                seeds = [set(grade_rows(sweep, u, benchmark, columns=("seed",))["seed"]) for u in (unit, base)]
+                shared = seeds[0] & seeds[1]
+                if not shared or _declared(sweep, declared, {unit, base}, benchmark, profile, shared):
+                    continue
+                out.append(Contrast(start + len(out) + 1, BASELINE_TITLE,
+                                    (_ref(sweep, unit, profile), _ref(sweep, base, profile)), benchmark, "correct",
+                                    None, profile))
+    return out
+
+
+def _declared(sweep: Sweep, declared: list[Contrast], pair: set, benchmark: str, profile: str, seeds: set) -> bool:
+    """Whether a declared row is the accuracy contrast of `pair` on `benchmark` over every seed in `seeds`."""
+    for c in declared:
+        if (len(c.arms) != 2 or c.metric != "correct" or c.benchmark != benchmark or c.profile not in (None, profile)
+                or (c.seeds is not None and not seeds <= set(c.seeds))):
+            continue
+        rows = [_rows(sweep, ref, benchmark, profile) for ref in c.arms]
+        if all(len(r) == 1 for r in rows) and {rows[0][0], rows[1][0]} == pair:
+            return True
+    return False
 
 
 def _display(frame: pd.DataFrame, with_profile: bool) -> pd.DataFrame:

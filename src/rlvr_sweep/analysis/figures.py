@@ -3,18 +3,20 @@
 - Figure 1: per arm, in the paper's arm order, trained accuracy on the main benchmark (MATH-500, else the
   benchmark most arms read out) above, read-out cap hits on it below. Each arm shows its mean (Table 1's)
   with the two-level 95 % bootstrap interval as an error bar and its seeds as points beside it; the base
-  model (Table 1's base row) is a dashed reference line. Colour: the arm's sampler family.
+  model (Table 1's base row) is a dashed reference line. Each arm's mean carries its tag (paper arm
+  number, else a letter) where it fits.
 - Figure 2: accuracy on Ext240 (else the main benchmark) against the Out and Full TFLOP proxies: each
-  seed a small point, each arm's mean a large marker with its two-level 95 % interval, the base model
-  a dashed line (0 training FLOPs). Colour: sampler family; marker: arm within its family.
-- Training curves, one figure per arm: mean reward, active fraction, mean rollout length and rollouts at
-  the horizon per step. Each seed's series is first smoothed by a WINDOW-step trailing rolling mean;
-  the line is the mean of those over seeds and the band spans their min to max across seeds (with three
-  seeds a min-max band shows every seed; an SD of three values would not).
+  seed a small point, each arm's mean a large marker with its two-level 95 % interval and its tag where
+  it fits, the base model a dashed line (0 training FLOPs); the legend names every arm by tag and label.
+- Training curves (`curves`): one figure per arm, and one per metric with every arm on a shared axis.
+
+Every arm keeps one colour, marker and tag in all of them (`palette`: up to 24 arm rows, told apart in
+greyscale too).
 
 y-axes follow the data (seeds, intervals, base line, plus a margin), not 0, so that a 1-point
 difference is visible. Every `draw_*` returns open Figures (tests read their artists); `figure1`,
-`figure2` and `training_curves` save them and return (paths written, reason none were written or None).
+`figure2` and `training_curves` save them and return (paths written, reason none were written or None);
+`training_curves` writes the overlays (`curves_overlay_<metric>`, two arm rows or more) before each arm's.
 """
 
 from __future__ import annotations
@@ -30,41 +32,20 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from rlvr_sweep.analysis.curves import CURVES, curve_names, draw_curves, draw_overlay  # noqa: E402
+from rlvr_sweep.analysis.palette import LEFT, arm_styles, handle, place_tags  # noqa: E402
 from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep, item_matrix  # noqa: E402
 from rlvr_sweep.analysis.stats import bootstrap_ci  # noqa: E402
 from rlvr_sweep.analysis.table1 import build_table1, cap_benchmark, run_proxies  # noqa: E402
 
-WINDOW = 10  # steps in every curve's rolling mean: single steps (one question each) are too noisy to read
 N_RESAMPLES, BOOT_SEED = 4000, 0  # the tables' defaults (`build_tables`), so a figure's CI is Table 2B's kind
 FORMATS = ("png", "pdf")
-# sampler name (config `sampler.name`) -> (legend name, colour); fixed, so a family keeps its colour in
-# every figure and sweep. A sampler registered outside the package takes a spare colour.
-FAMILIES = {"flat": ("flat", "tab:blue"), "stopped_tree": ("stopped tree", "tab:orange"),
-            "root_restart": ("root restart", "tab:green"), "midpoint": ("midpoint", "tab:purple"),
-            "cf_fork": ("CF fork pairs", "tab:red")}
-_SPARE_COLOURS = ("tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray")
-_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")  # Figure 2: arms of one family
 _BASE_STYLES = ("--", ":", "-.")  # one per base model row (usually one)
-CURVES = (("mean_reward", "mean reward"), ("active", "active fraction"), ("length", "rollout length (tokens)"),
-          ("capped", "rollouts at the horizon"))
 
 
 # ---- what is drawn: numbers only, no matplotlib ----------------------------------------------------------
-
-def family(sweep: Sweep, unit: str) -> str:
-    """The arm's sampler (`sampler.name` of its stored config); "unknown" when the config lacks it."""
-    config = sweep.runs_of(unit)["config"].iloc[0]
-    return str(config.get("sampler.name") or "unknown") if isinstance(config, dict) else "unknown"
-
-
-def family_styles(names) -> dict[str, tuple[str, str]]:
-    """{sampler: (legend name, colour)} for the families in `names`, in their first-seen order."""
-    spare = iter(_SPARE_COLOURS * 4)
-    return {n: FAMILIES.get(n) or (n.replace("_", " "), next(spare)) for n in dict.fromkeys(names)}
-
 
 def arm_ci(sweep: Sweep, unit: str, benchmark: str, metric: str = "correct", scale: str = "percent"):
     """(lower, upper) two-level 95 % bootstrap interval of the arm's mean `metric` (seeds and items
@@ -80,15 +61,14 @@ def arm_ci(sweep: Sweep, unit: str, benchmark: str, metric: str = "correct", sca
 
 def _arms(sweep: Sweep, table1: pd.DataFrame, bench: str, key: str, metric: str, scale: str) -> list[dict]:
     """One dict per arm row that has `key` (Table 1's `<bench>.` or `allcap.`) read-outs: its mean and
-    per-seed values from Table 1, its interval, label and family."""
+    per-seed values from Table 1, its interval and label."""
     rows = table1[~table1["is_base"].astype(bool)] if len(table1) else table1
     out = []
     for _, r in rows.iterrows():
         seeds = r.get(f"{key}.per_seed")
         if not isinstance(seeds, list) or not seeds:
             continue
-        out.append({"unit": r["unit"], "label": r["label"], "family": family(sweep, r["unit"]),
-                    "mean": float(r[f"{key}.mean"]), "seeds": [float(v) for v in seeds],
+        out.append({"unit": r["unit"], "label": r["label"], "mean": float(r[f"{key}.mean"]), "seeds": [float(v) for v in seeds],
                     "ci": arm_ci(sweep, r["unit"], bench, metric, scale)})
     return out
 
@@ -108,26 +88,6 @@ def limits(values, pad_min: float = 0.5) -> tuple[float, float]:
     lo, hi = float(v.min()), float(v.max())
     pad = max(0.08 * (hi - lo), pad_min)
     return lo - pad, hi + pad
-
-
-def curve_band(steps: pd.DataFrame, seeds, column: str, window: int = WINDOW) -> pd.DataFrame:
-    """Per step (1-based, index `step`): `mean`, `lo`, `hi` over seeds of each seed's `window`-step
-    trailing rolling mean of `column` ("length": leaf tokens per rollout). A step some seeds lack is
-    summarised over the seeds that have it."""
-    per_seed = {}
-    for seed in seeds:
-        s = steps[steps["seed"] == seed].sort_values("step")
-        if not len(s):
-            continue
-        if column == "length":  # per rollout: leaf tokens over the step's rollouts
-            y = s["leaf_tokens"] / s["rewards"].map(len).replace(0, np.nan)
-        else:
-            y = s[column].astype(float)
-        per_seed[seed] = pd.Series(y.rolling(window, min_periods=1).mean().to_numpy(), index=s["step"] + 1)
-    grid = pd.DataFrame(per_seed)  # (steps, seeds)
-    grid.index.name = "step"
-    return pd.DataFrame({"mean": grid.mean(axis=1), "lo": grid.min(axis=1), "hi": grid.max(axis=1),
-                         "n": grid.notna().sum(axis=1)})
 
 
 # ---- drawing ------------------------------------------------------------------------------------------------
@@ -155,17 +115,18 @@ def _mean_with_ci(ax, x: float, arm: dict, gid: str, **style) -> tuple[float, fl
 
 
 def _draw_arms(ax, arms: list[dict], styles: dict, gid: str) -> list[float]:
-    """Each arm at x = its position: mean with its interval (gid `<gid>:ci:<unit>`) and its seeds as hollow
-    points just right of it. Returns every y drawn, for the limits."""
+    """Each arm at x = its position: mean with its interval (gid `<gid>:ci:<unit>`) in its colour and marker,
+    its seeds as hollow markers just right of it. Returns every y drawn, for the limits."""
     ys = []
     for i, a in enumerate(arms):
         if not a["seeds"]:  # this arm has no values in this panel: its place stays empty
             continue
-        colour = styles[a["family"]][1]
-        lo, hi = _mean_with_ci(ax, i - 0.08, a, gid, fmt="o", ms=6, color=colour, elinewidth=1.6, capsize=4)
+        style = styles[a["unit"]]
+        lo, hi = _mean_with_ci(ax, i - 0.08, a, gid, fmt=style.marker, ms=6, color=style.colour, mec="black",
+                               mew=0.5, elinewidth=1.6, capsize=4)
         offsets = np.linspace(-0.05, 0.05, len(a["seeds"])) if len(a["seeds"]) > 1 else np.zeros(1)
-        ax.scatter(i + 0.16 + offsets, a["seeds"], s=16, facecolors="none", edgecolors=colour, linewidths=1,
-                   zorder=3, gid=f"{gid}:seeds:{a['unit']}")
+        ax.scatter(i + 0.16 + offsets, a["seeds"], s=16, marker=style.marker, facecolors="none",
+                   edgecolors=style.colour, linewidths=1, zorder=3, gid=f"{gid}:seeds:{a['unit']}")
         ys += [*a["seeds"], lo, hi]
     return ys
 
@@ -182,26 +143,27 @@ def _base_handles(bases: list) -> list[Line2D]:
     return [Line2D([], [], color="0.25", ls=s, label=label) for (label, _), s in zip(bases, _BASE_STYLES * 4)]
 
 
-def _figure1_legend(fig, styles: dict, bases: list) -> None:
-    """Families, the two marks and the base line(s), right of the panels: constrained layout keeps it
-    clear of them, and the title sits on the top panel, so it cannot run into the legend."""
-    handles = [Patch(color=c, label=name) for name, c in styles.values()]
-    handles += [Line2D([], [], color="0.3", marker="o", lw=1.6, label="mean, 95 % CI\n(two-level bootstrap)"),
-                Line2D([], [], color="0.3", marker="o", ls="none", mfc="none", label="seeds")]
+def _figure1_legend(fig, bases: list) -> None:
+    """The two marks and the base line(s), right of the panels: constrained layout keeps it clear of them,
+    and the title sits on the top panel, so it cannot run into the legend. The arms need no entry: the
+    x-axis names them and each mean carries its tag."""
+    handles = [Line2D([], [], color="0.3", marker="o", lw=1.6, label="mean, 95 % CI\n(two-level bootstrap)"),
+               Line2D([], [], color="0.3", marker="o", ls="none", mfc="none", label="seeds"),
+               Line2D([], [], color="none", marker="$5$", mec="0.1", ms=6, label="paper arm number\n(else a letter)")]
     fig.legend(handles=handles + _base_handles(bases), loc="outside right upper", fontsize=8, frameon=False)
 
 
 def draw_figure1(sweep: Sweep) -> tuple[Figure | None, str | None]:
     """Figure 1 (module docstring), or None and why. Panels: accuracy above, cap hits below; each arm's
-    artists carry gids `accuracy:` / `caps:` + `mean:`, `ci:`, `seeds:` + unit, the base lines
-    `<panel>:base:<label>`."""
+    artists carry gids `accuracy:` / `caps:` + `mean:`, `ci:`, `seeds:` + unit, its tag on the top panel
+    `accuracy:tag:<unit>`, the base lines `<panel>:base:<label>`."""
     bench = cap_benchmark(sweep)
     table1 = build_table1(sweep).frame if bench else pd.DataFrame()
     acc = _arms(sweep, table1, bench, bench, "correct", "percent") if bench else []
     if not acc:
         return None, "no trained read-outs to plot"
     caps = {a["unit"]: a for a in _arms(sweep, table1, bench, "allcap", "capped", "count")}
-    styles = family_styles(a["family"] for a in acc)
+    styles = arm_styles(sweep)
     width = max(5, 1.0 * len(acc) + 1.5) if len(acc) <= 8 else 0.35 * len(acc) + 2
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, height_ratios=(3, 2), figsize=(width + 1.8, 5.4),
                                       layout="constrained")
@@ -219,7 +181,9 @@ def draw_figure1(sweep: Sweep) -> tuple[Figure | None, str | None]:
     for ax in (top, bottom):
         ax.grid(axis="y", alpha=0.3)
     top.set_title(f"Figure 1: {name} after training, per arm")
-    _figure1_legend(fig, styles, bases)
+    _figure1_legend(fig, bases)
+    place_tags(top, [(a["unit"], i - 0.08, a["mean"], styles[a["unit"]].tag) for i, a in enumerate(acc)],
+               "accuracy", offsets=LEFT)  # left of the mean: its seeds are on its right
     return fig, None
 
 
@@ -239,37 +203,31 @@ def _figure2_arms(sweep: Sweep, bench: str, table1: pd.DataFrame) -> list[dict]:
     return arms
 
 
-def _markers(arms: list[dict]) -> list[str]:
-    """A marker per arm: the arms of one family (one colour) told apart by shape, in order."""
-    seen: dict[str, int] = {}
-    out = []
-    for a in arms:
-        k = seen[a["family"]] = seen.get(a["family"], -1) + 1
-        out.append(_MARKERS[k % len(_MARKERS)])
-    return out
-
-
 def draw_figure2(sweep: Sweep) -> tuple[Figure | None, str | None]:
-    """Figure 2 (module docstring), or None and why; gids `cost0:` (Out) / `cost1:` (Full) + `mean:` or `ci:`
-    + unit, the base lines `figure2:base:<label>`."""
+    """Figure 2 (module docstring), or None and why; gids `cost0:` (Out) / `cost1:` (Full) + `mean:`, `ci:`
+    or `tag:` + unit, the base lines `figure2:base:<label>`."""
     names = sweep.benchmarks()
     bench = "ext240" if "ext240" in names else cap_benchmark(sweep)
     table1 = build_table1(sweep).frame if bench else pd.DataFrame()
     arms = _figure2_arms(sweep, bench, table1) if bench else []
     if not arms:
         return None, "no trained read-outs with a parameter count to plot"
-    styles = family_styles(a["family"] for a in arms)
-    fig, axes = plt.subplots(1, 2, sharey=True, figsize=(10, 4.2), layout="constrained")
-    ys = []
-    for a, marker in zip(arms, _markers(arms)):
-        colour = styles[a["family"]][1]
+    styles = arm_styles(sweep)
+    bases = _bases(table1, bench)
+    handles = [handle(styles[a["unit"]]) for a in arms] + _base_handles(bases)
+    rows = -(-len(handles) // 3)  # the legend's, under the panels
+    fig, axes = plt.subplots(1, 2, sharey=True, figsize=(10, 3.4 + 0.2 * rows), layout="constrained")
+    ys, means = [], {0: [], 1: []}
+    for a in arms:
+        style = styles[a["unit"]]
         for ax, column in zip(axes, (0, 1)):
             xs = [p[column] for p in a["points"]]
-            ax.scatter(xs, [p[2] for p in a["points"]], s=14, color=colour, marker=marker, alpha=0.45, lw=0)
-            lo, hi = _mean_with_ci(ax, float(np.mean(xs)), a, f"cost{column}", fmt=marker, ms=7, color=colour,
-                                   mec="black", mew=0.6, capsize=3, label=a["label"])
+            ax.scatter(xs, [p[2] for p in a["points"]], s=14, color=style.colour, marker=style.marker, alpha=0.45,
+                       lw=0)
+            lo, hi = _mean_with_ci(ax, float(np.mean(xs)), a, f"cost{column}", fmt=style.marker, ms=7,
+                                   color=style.colour, mec="black", mew=0.6, capsize=3)
+            means[column].append((a["unit"], float(np.mean(xs)), a["mean"], style.tag))
         ys += [p[2] for p in a["points"]] + [lo, hi]
-    bases = _bases(table1, bench)
     ys += _draw_bases(axes, bases, "figure2")
     axes[0].set_ylim(*limits(ys))
     for ax, label in zip(axes, ("Out TFLOPs: (2 gen + 6 bwd_out) P", "Full TFLOPs: [2 (pref + gen) + 6 bwd_full] P")):
@@ -277,49 +235,14 @@ def draw_figure2(sweep: Sweep) -> tuple[Figure | None, str | None]:
         ax.xaxis.set_major_locator(MaxNLocator(4))  # long tick labels (0.0125, ...) must not run together
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"{BENCHMARK_NAMES.get(bench, bench)} accuracy (%)")
-    handles = axes[0].get_legend_handles_labels()[0] + _base_handles(bases)
     # under the panels, not beside them: a side legend starts at the top and can run into the title
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 3), fontsize=8, frameon=False,
-               title="arm: mean with 95 % CI (two-level bootstrap); small points: seeds", title_fontsize=8)
+               title="arm: mean with 95 % CI (two-level bootstrap), tagged by its number; small points: seeds",
+               title_fontsize=8)
     fig.suptitle("Figure 2: accuracy against training compute")
+    for ax, column in zip(axes, (0, 1)):
+        place_tags(ax, means[column], f"cost{column}")
     return fig, None
-
-
-def curve_names(sweep: Sweep) -> dict[str, str]:
-    """{unit: file stem} of every arm row with a steps ledger: `curves_<profile>_<arm>_h<horizon>`, plus
-    the row's group hash when one arm has several rows (other settings or inputs)."""
-    units = [u for u in sweep.units() if len(sweep.rows("steps", unit=u))]
-    stems = {}
-    for u in units:
-        first = sweep.runs_of(u).iloc[0]
-        stems.setdefault(f"curves_{first['profile']}_{first['arm']}_h{first['horizon']}", []).append(u)
-    return {u: stem if len(us) == 1 else f"{stem}_{u[:8]}" for stem, us in stems.items() for u in us}
-
-
-def draw_curves(sweep: Sweep, unit: str) -> Figure:
-    """One arm's training curves (see the module docstring); the mean line has gid `mean:<column>`, the
-    band `band:<column>`."""
-    steps = sweep.rows("steps", unit=unit)
-    seeds = list(sweep.runs_of(unit)["seed"])  # the paper's seed order
-    sampler = family(sweep, unit)
-    colour = family_styles([sampler])[sampler][1]  # the arm's colour in Figures 1 and 2
-    fig, axes = plt.subplots(2, 2, sharex=True, figsize=(8.5, 5.4), layout="constrained")
-    for ax, (column, title) in zip(axes.flat, CURVES):
-        band = curve_band(steps, seeds, column)
-        ax.plot(band.index, band["mean"], color=colour, lw=1.5, gid=f"mean:{column}")
-        several = band["n"] > 1  # a band of one seed would be a line: none is drawn there
-        ax.fill_between(band.index, band["lo"], band["hi"], where=several, color=colour, alpha=0.25, lw=0,
-                        gid=f"band:{column}")
-        ax.set_title(title, fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.xaxis.set_major_locator(MaxNLocator(6, integer=True))
-    for ax in axes[1]:
-        ax.set_xlabel("step")
-    fig.suptitle(f"{sweep.label(unit)}: {WINDOW}-step rolling means, {len(seeds)} seed{'s' * (len(seeds) > 1)}")
-    fig.legend(handles=[Line2D([], [], color=colour, lw=1.5, label="mean over seeds"),
-                        Patch(color=colour, alpha=0.25, label="min to max over seeds")],
-               loc="outside lower center", ncols=2, fontsize=8, frameon=False)
-    return fig
 
 
 # ---- saving -----------------------------------------------------------------------------------------------
@@ -354,7 +277,9 @@ def training_curves(sweep: Sweep, out, *, formats=FORMATS) -> tuple[list[Path], 
     names = curve_names(sweep)
     if not names:
         return [], "no run has a steps ledger"
-    return [p for u, name in names.items() for p in _save(draw_curves(sweep, u), out, name, formats)], None
+    overlays = [(draw_overlay(sweep, c), f"curves_overlay_{c}") for c, _ in CURVES] if len(names) > 1 else []
+    arms = [(draw_curves(sweep, u), name) for u, name in names.items()]
+    return [p for fig, name in overlays + arms for p in _save(fig, out, name, formats)], None
 
 
 FIGURES = {"figure1": figure1, "figure2": figure2, "curves": training_curves}

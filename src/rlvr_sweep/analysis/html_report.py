@@ -9,10 +9,17 @@ with no network. In order:
    notes on those left out (the runs table, at the end, names every folder and why);
 2. the `verify all` verdict, one line per pass with its problems (`--no-verify` leaves it out, saying so);
 3. the tables as `analysis tables` builds them (Tables 1-5, the audits and diagnostics the sweep has);
+   Table 2B's contrasts that cannot be built on the sweep are one folded line;
 4. Figures 1 and 2, and each arm's training curves (`analysis.figures`);
-5. each arm row's settings as its difference from the baseline arm's (the paper's Arm 1, `baseline`,
-   when the sweep has it; else the first row), from the runs' own `config.yaml` (`analysis.diff`);
+5. each arm row's settings as its difference from the baseline arm's (`contrasts.baseline_units`: the
+   paper's Arm 1, else an arm named `baseline`, else the lowest paper arm number; or `--baseline`), from
+   the runs' own `config.yaml` (`analysis.diff`);
 6. the runs table (every folder found, the row it stands behind or why it was left out), folded.
+
+No table is wider than the page, on a 1,280-pixel screen or printed on A4: cells wrap between words (and
+inside a word longer than LONG_WORD characters, such as a path), tables of many columns are set smaller, and the print stylesheet
+drops the page margins and sets every table smaller still (tests/analysis/test_html_report.py measures
+every table's right edge in headless Chromium).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from rlvr_sweep.analysis.contrasts import baseline_units
 from rlvr_sweep.analysis.report import OPTIONAL_TABLES, build_tables, header_lines
 from rlvr_sweep.analysis.source import Sweep
 
@@ -34,23 +42,38 @@ body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; mar
        color: #1d1d1f; line-height: 1.45; padding: 0 1em; }
 h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 2em; }
 h3 { font-size: 1.05em; margin-top: 1.6em; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; display: block; overflow-x: auto; }
-th, td { border: 1px solid #d0d0d0; padding: 3px 8px; text-align: left; white-space: nowrap; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; max-width: 100%; }
+table.wide { font-size: 0.74em; }
+th, td { border: 1px solid #d0d0d0; padding: 3px 6px; text-align: left; vertical-align: top;
+         overflow-wrap: break-word; }
+.brk { overflow-wrap: anywhere; }
 th { background: #f3f3f5; } tr:nth-child(even) td { background: #fafafa; }
+details > summary { cursor: pointer; }
 .ok { color: #137333; font-weight: 600; } .failed { color: #b3261e; font-weight: 600; }
 .note { color: #555; font-size: 0.9em; } .why { color: #8a6d00; }
-img { max-width: 100%; border: 1px solid #eee; margin: 0.4em 0; }
+img { max-width: 100%; box-sizing: border-box; border: 1px solid #eee; margin: 0.4em 0; }
 nav a { margin-right: 1em; } code { background: #f3f3f5; padding: 0 3px; }
+@media print {
+  @page { size: A4; margin: 12mm; }
+  body { max-width: none; margin: 0; padding: 0; font-size: 10pt; }
+  nav { display: none; }
+  table, table.wide { font-size: 7pt; } th, td { padding: 1px 3px; }
+  tr, img { break-inside: avoid; } h2, h3 { break-after: avoid; }
+  details::details-content { content-visibility: visible; display: block; }
+}
 """
+WIDE = 8  # columns from which a table is set smaller
+LONG_WORD = 16  # characters of a word from which a cell may break inside its words
 
 
 def write_report(sweep: Sweep, root, out, *, verify: bool = True, n_resamples: int = 4000, seed: int = 0,
-                 progress=print, plugins: bool = False) -> Path:
+                 progress=print, plugins: bool = False, contrasts=None, baseline: str | None = None) -> Path:
     """Build every section (module docstring) and write the page to `out`; returns its path. `plugins`: the
-    verdict re-derives what the runs' plugins decided (`verify all --plugins`)."""
+    verdict re-derives what the runs' plugins decided (`verify all --plugins`); `contrasts`, `baseline`: Table
+    2B's declared rows and baseline arm (`build_tables`), the baseline also the configs section's."""
     started = time.perf_counter()
     progress("tables ...")
-    tables = build_tables(sweep, None, n_resamples, seed)
+    tables = build_tables(sweep, contrasts, n_resamples, seed, baseline=baseline)
     tables = {n: t for n, t in tables.items() if not (n in OPTIONAL_TABLES and t.why)}
     progress("figures ...")
     figures = _figures(sweep)
@@ -67,7 +90,7 @@ def write_report(sweep: Sweep, root, out, *, verify: bool = True, n_resamples: i
         _verify_section(verdict),
         "<h2 id='tables'>Tables</h2>", *(_table(t) for n, t in tables.items() if n != "runs"),
         "<h2 id='figures'>Figures</h2>", *(_figure(name, png) for name, png in figures.items()),
-        _configs(sweep),
+        _configs(sweep, baseline),
         "<h2 id='runs'>Runs</h2><details><summary>Every run folder and the row it stands behind "
         f"({len(sweep.provenance)} folders)</summary>{_table(tables['runs'])}</details>" if "runs" in tables else "",
     ]
@@ -161,13 +184,32 @@ def _verify_section(results) -> str:
 def _table(t) -> str:
     head = f"<h3 id='{_e(t.name)}'>{_e(t.title)}</h3>"
     if t.why:
-        return head + f"<p class='why'>Not built: {_e(t.why)}</p>"
+        return head + f"<p class='why'>Not built: {_e(t.why)}</p>" + _notes(t)
     frame = t.display
-    cells = "".join("<tr>" + "".join(f"<td>{_e(_cell(v))}</td>" for v in row) + "</tr>"
-                    for row in frame.itertuples(index=False))
-    body = f"<table><tr>{''.join(f'<th>{_e(c)}</th>' for c in frame.columns)}</tr>{cells}</table>"
-    notes = "".join(f"<li>{_e(n)}</li>" for n in t.notes)
-    return head + body + (f"<ul class='note'>{notes}</ul>" if notes else "")
+    cells = "".join("<tr>" + "".join(_td(_cell(v)) for v in row) + "</tr>" for row in frame.itertuples(index=False))
+    wide = " class='wide'" if len(frame.columns) >= WIDE else ""
+    body = f"<table{wide}><tr>{''.join(f'<th>{_e(c)}</th>' for c in frame.columns)}</tr>{cells}</table>"
+    return head + body + _notes(t)
+
+
+def _td(text: str) -> str:
+    """A cell; one holding a word longer than LONG_WORD characters (a path, a list joined by '/') may
+    break inside its words, the others only between them (a column is never narrower than its words)."""
+    long = any(len(word) > LONG_WORD for word in text.split())
+    return f"<td class='brk'>{_e(text)}</td>" if long else f"<td>{_e(text)}</td>"
+
+
+def _notes(t) -> str:
+    """A table's notes; a note that lists many things (`Table.folded`) as one line that unfolds."""
+    items = []
+    for n in t.notes:
+        if n in t.folded:
+            summary, listed = t.folded[n]
+            inner = "".join(f"<li>{_e(x)}</li>" for x in listed)
+            items.append(f"<li><details><summary>{_e(summary)}</summary><ul>{inner}</ul></details></li>")
+        else:
+            items.append(f"<li>{_e(n)}</li>")
+    return f"<ul class='note'>{''.join(items)}</ul>" if items else ""
 
 
 def _cell(value) -> str:
@@ -192,14 +234,19 @@ def _figures(sweep: Sweep) -> dict[str, bytes | str]:
 
 
 def _figure(name: str, png) -> str:
-    title = {"figure1": "Figure 1", "figure2": "Figure 2"}.get(name, name.replace("curves_", "Training curves: "))
+    from rlvr_sweep.analysis.curves import CURVES
+
+    if name.startswith("curves_overlay_"):
+        title = f"Training curves, every arm: {dict(CURVES)[name.removeprefix('curves_overlay_')]}"
+    else:
+        title = {"figure1": "Figure 1", "figure2": "Figure 2"}.get(name, name.replace("curves_", "Training curves: "))
     if isinstance(png, str):
         return f"<h3>{_e(title)}</h3><p class='why'>Not drawn: {_e(png)}</p>"
     data = base64.b64encode(png).decode()
     return f"<h3>{_e(title)}</h3><img alt='{_e(title)}' src='data:image/png;base64,{data}'>"
 
 
-def _configs(sweep: Sweep) -> str:
+def _configs(sweep: Sweep, baseline: str | None = None) -> str:
     from rlvr_sweep.analysis.diff import config_difference, resolve_side
 
     head = "<h2 id='configs'>Configs</h2>"
@@ -207,10 +254,13 @@ def _configs(sweep: Sweep) -> str:
     if not units:
         return head + "<p class='why'>No arm row.</p>"
     configs = {u: resolve_side(str(sweep.runs_of(u).iloc[0]["run_dir"])).config for u in units}
-    base = next((u for u in units if sweep.runs_of(u).iloc[0]["arm"] == "baseline"), units[0])
-    out = [head, f"<p>Each arm row's settings that differ from <b>{_e(sweep.label(base))}</b>'s "
+    bases = baseline_units(sweep, baseline)  # {profile: its baseline arm row}, as Table 2B's "vs baseline" rows
+    base_of = {u: bases.get(str(sweep.runs_of(u).iloc[0]["profile"]), units[0]) for u in units}
+    names = " / ".join(f"<b>{_e(sweep.label(b))}</b>" for b in dict.fromkeys(base_of.values()))
+    out = [head, f"<p>Each arm row's settings that differ from the baseline arm's, {names} "
                  "(the first run of each row; the runs of one row differ only in their seed).</p>"]
     for u in units:
+        base = base_of[u]
         if u == base:
             continue
         rows = [(k, a, b) for k, a, b in config_difference(configs[base], configs[u]) if k != "seed"]

@@ -21,6 +21,12 @@ class Table:
     display: pd.DataFrame  # strings: what is printed
     why: str | None = None  # set when the table could not be built
     notes: list[str] = field(default_factory=list)
+    # a note that lists many things: {note: (summary, items)}; markdown prints the note, the HTML report folds
+    # the items under the summary
+    folded: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+    # {file name: text} saved beside the table, what it was built from besides the sweep (Table 2B: its contrast
+    # rows); None: no such file goes with this build (a stale one is removed)
+    side_files: dict[str, str | None] = field(default_factory=dict)
 
     @classmethod
     def unbuilt(cls, name: str, title: str, why: str) -> "Table":

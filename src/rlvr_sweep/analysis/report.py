@@ -2,7 +2,8 @@
 `tables.md` (what `python -m rlvr_sweep.analysis tables` prints).
 
 Table 2B's contrast list defaults to the shipped list of the sweep's profile (`smoke` for smoke
-runs, the paper's 26 rows otherwise); any YAML list can be given instead.
+runs, the paper's 26 rows otherwise); any YAML list can be given instead. Either way, every arm row is
+also contrasted with the sweep's baseline arm (`contrasts.baseline_contrasts`; `baseline` chooses it).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pandas as pd
 
 from rlvr_sweep.analysis.audit import build_audit
 from rlvr_sweep.analysis.census import build_table2a
-from rlvr_sweep.analysis.contrasts import Contrast, build_table2b, load_contrasts
+from rlvr_sweep.analysis.contrasts import Contrast, baseline_contrasts, build_table2b, load_contrasts
 from rlvr_sweep.analysis.diagnostics import build_baseline_readouts, build_baseline_runs
 from rlvr_sweep.analysis.ensembles import REFERENCE_ARMS, build_strata
 from rlvr_sweep.analysis.forked import built
@@ -45,11 +46,20 @@ def default_contrasts(sweep: Sweep) -> list[Contrast]:
     return [c for name in names for c in load_contrasts(name)]
 
 
+def table2b_contrasts(sweep: Sweep, contrasts: list[Contrast] | None = None,
+                      baseline: str | None = None) -> list[Contrast]:
+    """Table 2B's rows: `contrasts` (None: `default_contrasts`), then each arm row against the baseline arm."""
+    declared = default_contrasts(sweep) if contrasts is None else list(contrasts)
+    return declared + baseline_contrasts(sweep, declared, baseline)
+
+
 def build_tables(sweep: Sweep, contrasts: list[Contrast] | None = None, n_resamples: int = 4000,
                  seed: int = 0, only=ALL_TABLES, strata_reference=REFERENCE_ARMS, reuse: bool = False,
-                 jobs: int = 1) -> dict[str, Table]:
+                 jobs: int = 1, baseline: str | None = None) -> dict[str, Table]:
     """{name: Table} for the names in `only`; a table that cannot be built carries its reason.
-    `strata_reference`: the arms whose checkpoints define the item strata (default Arms 1-9). `reuse`:
+    `contrasts`: Table 2B's declared rows (None: the shipped list of the sweep's profiles); `baseline`: the arm
+    every arm row is also contrasted with there (a paper number or name; None: `contrasts.baseline_units`'s
+    choice). `strata_reference`: the arms whose checkpoints define the item strata (default Arms 1-9). `reuse`:
     a table this sweep object has built before with the same settings is returned again, not rebuilt
     (verify builds each several times; off by default, so code changed in a session is seen). `jobs`:
     processes to build them on (`analysis.forked`; the tables are the same)."""
@@ -60,8 +70,8 @@ def build_tables(sweep: Sweep, contrasts: list[Contrast] | None = None, n_resamp
         "runs": lambda: build_runs_table(sweep),
         "table1": lambda: build_table1(sweep),
         "table2a": lambda: build_table2a(sweep),
-        "table2b": lambda: build_table2b(sweep, default_contrasts(sweep) if contrasts is None else contrasts,
-                                         n_resamples, seed),
+        "table2b": lambda: build_table2b(sweep, table2b_contrasts(sweep, contrasts, baseline), n_resamples, seed,
+                                         "the paper's" if contrasts is None else "the listed"),
         "table3": lambda: build_table3(sweep),
         "table4": lambda: build_table4(sweep, n_resamples, seed),
         "table5c": lambda: build_table5c(sweep, n_resamples, seed),
@@ -152,12 +162,19 @@ def parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def save_tables(tables: dict[str, Table], out, notes=()) -> list[Path]:
-    """Write each built table's numbers as parquet and all of them as one markdown file."""
+    """Write each built table's numbers as parquet (with its side files: Table 2B's contrast rows) and all of
+    them as one markdown file."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, table in tables.items():
         path = out / f"{name}.parquet"
+        for side, text in table.side_files.items():
+            if text is None or table.why:
+                (out / side).unlink(missing_ok=True)
+            else:
+                (out / side).write_text(text)
+                written.append(out / side)
         if table.why:
             path.unlink(missing_ok=True)  # a stale file from an earlier build would pass for this one
             continue

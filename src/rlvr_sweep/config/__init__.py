@@ -7,8 +7,10 @@ One dataclass per Hydra group (`schema`), each field declaring its valid values 
 declares the settings each reads; `run.choices` checks a config against them.
 """
 
-from rlvr_sweep.config.build import build_config, check_config, combination_problems
-from rlvr_sweep.config.rules import ConfigError, bookkeeping_keys, identity_dict, range_problems, unknown_keys
+from rlvr_sweep.config.build import build_config, check_config, check_keys, combination_problems
+from rlvr_sweep.config.rules import (
+    ConfigError, bookkeeping_keys, did_you_mean, identity_dict, no_such_setting, range_problems, unknown_keys,
+)
 from rlvr_sweep.config.options import Option, Registry
 from rlvr_sweep.config.schema import (
     DTYPE_NAMES, STD_KINDS, TASKS, Config, DataConfig, EstimatorConfig, EvalConfig, GraderConfig, HorizonConfig,
@@ -20,6 +22,6 @@ __all__ = [
     "Config", "ConfigError", "DTYPE_NAMES", "DataConfig", "EstimatorConfig", "EvalConfig", "GraderConfig",
     "HorizonConfig", "LoggerConfig", "ModelConfig", "Option", "OptimizerStepConfig", "ProfileConfig", "Registry",
     "RewardConfig", "RunConfig", "STD_KINDS", "SamplerConfig", "TASKS", "TrainConfig", "bookkeeping_keys",
-    "build_config", "check_config", "combination_problems", "identity_dict", "paper_arm", "range_problems",
-    "register_configs", "scaled_length", "unknown_keys",
+    "build_config", "check_config", "check_keys", "combination_problems", "did_you_mean", "identity_dict",
+    "no_such_setting", "paper_arm", "range_problems", "register_configs", "scaled_length", "unknown_keys",
 ]

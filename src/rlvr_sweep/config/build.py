@@ -1,16 +1,17 @@
 """The one place a composed Hydra config becomes a checked `Config`.
 
-`build_config(raw)` refuses keys the schema does not declare (a typo such as `+train.stpes=5`
-would otherwise be accepted and ignored), converts with `OmegaConf.to_object`, and runs
-`check_config`: every declared range (`rules.range_problems`) plus the settings that cannot go
-together (`combination_problems`). The error lists every problem as `key=value: what is allowed`.
+`build_config(raw)` refuses keys the schema does not declare (`check_keys`: a typo such as
+`+train.stpes=5` would otherwise be accepted and ignored; the error names the declared keys closest to
+it), converts with `OmegaConf.to_object`, and runs `check_config`: every declared range
+(`rules.range_problems`) plus the settings that cannot go together (`combination_problems`). The
+error lists every problem as `key=value: what is allowed`.
 """
 
 from __future__ import annotations
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
-from rlvr_sweep.config.rules import ConfigError, range_problems, unknown_keys
+from rlvr_sweep.config.rules import ConfigError, no_such_setting, range_problems, unknown_keys
 from rlvr_sweep.config.schema import Config, scaled_length
 
 TOP_LEVEL_EXTRAS = ("hydra",)  # Hydra's own node, when a config is composed with return_hydra_config
@@ -59,10 +60,23 @@ def check_config(cfg: Config) -> Config:
     return cfg
 
 
+def check_keys(raw) -> None:
+    """Raise ConfigError naming each key of a composed config that the schema does not declare (an
+    appended typo, `+train.stpes=5`), with the declared keys closest to it."""
+    extra = [leaf for k in unknown_keys(raw, Config) if k not in TOP_LEVEL_EXTRAS for leaf in _leaves(raw, k)]
+    if extra:
+        raise ConfigError("; ".join(no_such_setting(k, Config) or f"{k}: no such setting" for k in extra))
+
+
+def _leaves(raw, key: str) -> list[str]:
+    """The keys under `key` as typed (`+trian.steps=5` adds `trian` holding `steps`: `trian.steps`)."""
+    node = OmegaConf.select(raw, key)
+    if isinstance(node, DictConfig) and len(node):
+        return [leaf for k in node for leaf in _leaves(raw, f"{key}.{k}")]
+    return [key]
+
+
 def build_config(raw) -> Config:
     """Composed DictConfig (Hydra) -> checked Config dataclass."""
-    extra = [k for k in unknown_keys(raw, Config) if k not in TOP_LEVEL_EXTRAS]
-    if extra:
-        raise ConfigError(f"unknown config key(s) {extra}: not declared in the config schema "
-                          "(the only appends a run needs are +arm= and +sweep=; see `--cfg job` for every key)")
+    check_keys(raw)
     return check_config(OmegaConf.to_object(raw))

@@ -5,13 +5,16 @@ the whole config and reports every field whose value breaks a rule, as `key=valu
 (`train.grad_clip=-1.0: must be > 0`). `identity=False` marks bookkeeping settings (where files go,
 how often they are written) that do not change what a run computes, so they stay out of the run's
 identity hash (`identity_dict`). `identity=WHEN_SET` marks a setting added after runs were made: it
-joins the identity only when it differs from its default, so those runs keep their hashes.
+joins the identity only when it differs from its default, so those runs keep their hashes. A key the
+schema does not declare is named with the declared ones closest to it (`no_such_setting`:
+`train.stpes: no such setting; did you mean train.steps?`).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import re
 from dataclasses import field
 from typing import Any, Callable
@@ -112,6 +115,70 @@ def unknown_keys(node, schema, prefix: str = "") -> list[str]:
         if sub is not None and hasattr(child, "keys"):
             unknown += unknown_keys(child, sub, f"{prefix}{key}.")
     return unknown
+
+
+def setting_names(schema, prefix: str = "") -> list[str]:
+    """Every dotted key the dataclass `schema` declares, its sections too (`train`, `train.steps`, ...)."""
+    names = []
+    for f in dataclasses.fields(schema):
+        names.append(prefix + f.name)
+        sub = _dataclass_type(schema, f.name)
+        if sub is not None:
+            names += setting_names(sub, f"{prefix}{f.name}.")
+    return names
+
+
+def no_such_setting(key: str, schema) -> str | None:
+    """`train.stpes: no such setting; did you mean train.steps?` for a dotted key the dataclass `schema`
+    has no place for; None for a declared key or one inside a free mapping (`estimator.params.NAME`),
+    where `+key=value` is the way to add it."""
+    parts, node = key.split("."), schema
+    for depth, part in enumerate(parts):
+        fields = [f.name for f in dataclasses.fields(node)]
+        if part not in fields:
+            close = _nearest_settings(parts, depth, fields, schema)
+            return f"{key}: no such setting" + (f"; did you mean {_either(close)}?" if close else
+                                                " (`python -m rlvr_sweep --cfg job` lists every setting)")
+        node = _dataclass_type(node, part)
+        if node is None:  # a value or a mapping: declared, or free to add to
+            return None
+    return None
+
+
+def _nearest_settings(parts: list[str], depth: int, fields: list[str], schema) -> list[str]:
+    """The declared keys closest to `parts`, whose part at `depth` is not among its section's `fields`:
+    that part corrected within its section (`train.stpes` -> train.steps, `trian.steps` -> train.steps),
+    else the last part matched against every setting's own name (`lr` -> train.lr)."""
+    declared = setting_names(schema)
+    fixed = [".".join([*parts[:depth], name, *parts[depth + 1:]]) for name in close_names(parts[depth], fields)]
+    fixed = [k for k in fixed if k in declared]
+    if fixed:
+        return fixed
+    by_name: dict[str, list[str]] = {}
+    for k in declared:
+        by_name.setdefault(k.rsplit(".", 1)[-1], []).append(k)
+    return [k for name in close_names(parts[-1], by_name) for k in by_name[name]][:3]
+
+
+def close_names(name: str, names) -> list[str]:
+    """The valid names closest to a misspelt one, best first (`difflib.get_close_matches`: ratio >= 0.6,
+    at most three), less those much further than the best (`stpes`: steps, not slots); case does not
+    count (`sampler.k` -> sampler.K)."""
+    lowered = {n.lower(): n for n in names}
+    close = difflib.get_close_matches(name.lower(), lowered, n=3)
+    ratio = [difflib.SequenceMatcher(None, name.lower(), c).ratio() for c in close]
+    return [lowered[c] for c, r in zip(close, ratio) if r >= ratio[0] - 0.1]
+
+
+def did_you_mean(name: str, names, prefix: str = "", suffix: str = "") -> str:
+    """`did you mean a?` / `did you mean a or b?` naming the valid names closest to a misspelt one (each
+    shown as `prefix + name + suffix`); "" when none is close."""
+    close = [f"{prefix}{n}{suffix}" for n in close_names(name, names)]
+    return f"did you mean {_either(close)}?" if close else ""
+
+
+def _either(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def _dataclass_type(schema, name: str):

@@ -7,6 +7,8 @@ sources, their comparison with the canonical files, and the paper's splits.
     build-splits --out DIR --seed N [--data-root DIR] [--force]                 (data.splits)
 
 `--data-root` defaults to `$RLVR_SWEEP_DATA`, else `data` (the training config's `data.root` default).
+The four JSON Lines files already at hand (from a colleague, a shared folder) need no `prepare`: point
+`--data-root` and `data.root` at their folder, then `build-splits` and `check` (docs/paper-path.md).
 Exit 0 done, 1 refused (a differing file, an existing different output), 2 bad input: a malformed or
 unreadable file (one line: file, line, reason), a folder that is a file, or outputs that could not be
 written (a full disk: the previous files are left as they were).
@@ -29,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     root = {"default": os.environ.get("RLVR_SWEEP_DATA", "data"),
             "help": "the data folder (default: $RLVR_SWEEP_DATA or 'data')"}
     pr = sub.add_parser("prepare", help="convert the upstream files into the four JSON Lines data files")
-    pr.add_argument("--raw", required=True, help="folder holding (or receiving, with --download) the upstream files")
+    pr.add_argument("--raw", required=True, help="folder holding (or receiving, with --download) the upstream files, "
+                                                 "under their upstream names (not the prepared *.jsonl)")
     pr.add_argument("--data-root", **root)
     pr.add_argument("--download", action="store_true", help="fetch the upstream files the raw folder lacks")
     pr.add_argument("--mirror", default=None, help="fetch the same paths from this host instead (with --download)")

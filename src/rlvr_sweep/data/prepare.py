@@ -49,6 +49,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import shlex
 import sys
 import urllib.error
 import urllib.request
@@ -288,8 +289,8 @@ def prepare(raw_dir, data_root, download_missing: bool = False, mirror: str | No
     for source in SOURCES:
         if not (raw_dir / source.raw).is_file():
             if not download_missing:
-                raise DataError(f"{raw_dir / source.raw} not found: download it from {source.urls[0]} "
-                                "or run with --download")
+                raise DataError(_already_prepared(raw_dir, source.raw) or f"{raw_dir / source.raw} not found: "
+                                f"download it from {source.urls[0]} or run with --download")
             say(f"fetched {download(source, raw_dir, mirror)} -> {raw_dir / source.raw}")
     bodies = {s.output: jsonl_bytes(RULES[s.output](raw_dir / s.raw)) for s in SOURCES}
     done = {n: "unchanged" if (data_root / n).is_file() and (data_root / n).read_bytes() == body else "written"
@@ -303,6 +304,19 @@ def prepare(raw_dir, data_root, download_missing: bool = False, mirror: str | No
         rows = body.count(b"\n")
         say(f"  {name:<18} {rows:>6} rows  {done[name]}")
     return done
+
+
+def _already_prepared(raw_dir: Path, missing: str) -> str | None:
+    """The way on when `raw_dir` holds this module's outputs (from a colleague, a shared folder) rather
+    than the upstream files it converts: they need no prepare, only the splits and the check."""
+    held = [s.output for s in SOURCES if (raw_dir / s.output).is_file()]
+    if not held:
+        return None
+    folder, splits = shlex.quote(str(raw_dir)), shlex.quote(str(raw_dir / "splits"))
+    return (f"{raw_dir} holds prepared data files ({', '.join(held)}), not the upstream files prepare converts "
+            f"({missing} is one): use that folder as the data root instead: `python -m rlvr_sweep.data "
+            f"build-splits --out {splits} --seed 0 --data-root {folder}`, then `python -m rlvr_sweep.data check "
+            f"--data-root {folder}`, and run with data.root={folder}")
 
 
 def main(args) -> int:

@@ -6,6 +6,7 @@ reachable. A relaunch decides which run it is from these files alone (`run.plan`
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 from importlib import resources
 from pathlib import Path
@@ -24,7 +25,7 @@ def resolve_model_source(cfg: ModelConfig) -> str:
     """Check, in seconds and without downloading, that the model can be found: the folder (checked to
     hold a config.json) or the hub id (cached, or the hub reachable). Returns what was checked."""
     if cfg.path:
-        return str(_model_folder(cfg.path))
+        return str(_model_folder(cfg.path, cfg.hub_id))
     if not cfg.hub_id:
         raise ModelLoadError(f"model {cfg.name!r} sets neither model.path nor model.hub_id")
     if _hub_cached(cfg.hub_id) or _hub_reachable():
@@ -37,7 +38,7 @@ def resolve_model_folder(cfg: ModelConfig) -> Path:
     (a `pkg:` path resolved), or, for a hub id, the snapshot of the local Hugging Face cache (fetched
     into the cache first when it is not there and the hub is reachable)."""
     if cfg.path:
-        return _model_folder(cfg.path)
+        return _model_folder(cfg.path, cfg.hub_id)
     source = resolve_model_source(cfg)
     from huggingface_hub import snapshot_download
 
@@ -53,12 +54,16 @@ def resolve_model_folder(cfg: ModelConfig) -> Path:
 HUB_IGNORED = ["*.md", "LICENSE*", ".gitattributes", "*.gguf", "*.onnx", "original/*"]  # never loaded
 
 
-def _model_folder(path: str) -> Path:
+def _model_folder(path: str, hub_id: str | None = None) -> Path:
     folder = _resolve_path(path)
     if not folder.is_dir():
-        what = "is a file, not a folder" if folder.is_file() else "does not exist"
-        raise ModelLoadError(f"model.path={path!r}: {folder} {what}. Point model.path at a folder saved with "
-                             "save_pretrained (config.json, weights, tokenizer), e.g. a finished run's <run>/model")
+        saved = ("a folder saved with save_pretrained (config.json, weights, tokenizer), e.g. a finished run's "
+                 "<run>/model")
+        if folder.is_file() or path.startswith("pkg:"):
+            what = "is a file, not a folder" if folder.is_file() else "does not exist"
+            raise ModelLoadError(f"model.path={path!r}: {folder} {what}. Point model.path at {saved}")
+        raise ModelLoadError(f"model.path={path!r}: {folder} does not exist. {_fetch_into(path, hub_id)}, "
+                             f"or point model.path at {saved}")
     if not (folder / "config.json").is_file():
         raise ModelLoadError(
             f"model.path={path!r} is not a model folder (no config.json in {folder}). "
@@ -73,6 +78,16 @@ def _model_folder(path: str) -> Path:
                "file could run code; where you trust it, save it again with save_pretrained(..., "
                "safe_serialization=True))" if pickled else ""))
     return folder
+
+
+def _fetch_into(path: str, hub_id: str | None) -> str:
+    """How to put the model where `model.path` points: the config's hub model, else the paper's."""
+    from rlvr_sweep.policy.architecture import QWEN3_0_6B_BASE
+
+    option = "" if hub_id in (None, QWEN3_0_6B_BASE.hub_id) else f" --hub-id {shlex.quote(hub_id)}"
+    command = f"`python -m rlvr_sweep.policy fetch-model --out {shlex.quote(path)}{option}`"
+    what = f"Download {hub_id} into it" if hub_id else "For the paper's model, download it there"
+    return f"{what} with {command} (where there is network; then copy the folder here)"
 
 
 def _not_on_this_machine(hub_id: str) -> str:

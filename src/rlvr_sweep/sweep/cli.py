@@ -127,6 +127,11 @@ def main() -> None:
     # our launcher presets extend the submitit plugin's schema-backed configs of the same name
     warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/submitit_(slurm|local)' is validated against ConfigStore schema",
                             category=UserWarning)
+    if sys.argv[1:] in (["--version"], ["-V"]):  # before Hydra, whose own --version names Hydra's
+        from rlvr_sweep import __version__
+
+        print(f"rlvr_sweep {__version__}")
+        sys.exit(0)
     if sys.argv[1:2] == ["status"]:  # `rlvr-sweep status ROOT`: no torch
         from rlvr_sweep.io.entry import run_command
         from rlvr_sweep.sweep.status_cli import main as status

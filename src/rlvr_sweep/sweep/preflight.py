@@ -3,8 +3,9 @@
 Every job of a multirun is composed from the command line's overrides and built into a checked
 config (`config.build_config`: unknown keys, ranges, combinations) and planned as its run would be
 (`run.plan`: the data files read, the model folder found, every prompt within the model's context,
-the identity worked out). A problem stops the whole sweep at once, naming the job, instead of failing
-job by job on the cluster. Data files and model files read once are not read again (`data.jsonl`,
+the identity worked out); the line's settings of Hydra itself (its launcher and their keys) are
+composed once. A problem stops the whole sweep at once, in one line naming the job (`mistakes`), instead
+of failing job by job on the cluster. Data files and model files read once are not read again (`data.jsonl`,
 `store.identity` memoise them by file), so a grid of many jobs on the same files plans quickly.
 Jobs that differ only in plain values (`-m seed=42,101,7 train.lr=1e-6,2e-6`) are composed once and
 the values set on a copy (`job_configs`), which gives what Hydra composes for each (tested); a job
@@ -14,6 +15,7 @@ that changes a config group, adds or deletes a key is composed by Hydra itself.
 from __future__ import annotations
 
 import copy
+import warnings
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -21,8 +23,10 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, OverrideType
+from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig, OmegaConf
-from rlvr_sweep.config import build_config
+from rlvr_sweep.config import build_config, check_keys
+from rlvr_sweep.sweep.mistakes import one_line
 from rlvr_sweep.sweep.records import Launch
 
 
@@ -140,6 +144,7 @@ def located_jobs(conf_dir: str, overrides: list[str], check=None, located=None) 
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
         try:
             jobs = sweep_jobs(conf_dir, job_part(overrides))
+            _compose_hydra_settings(jobs[0] if jobs else [], overrides)
         except Exception as err:  # the line itself: an unknown option, key or value
             raise PreflightError(f"the command line ({' '.join(overrides)}): {one_line(err)}") from err
         configs = job_configs(jobs)
@@ -161,33 +166,34 @@ def located_jobs(conf_dir: str, overrides: list[str], check=None, located=None) 
     return [record for record, _, _ in found]
 
 
-def one_line(err: BaseException) -> str:
-    """Hydra's message on one line: its first line, the options it lists (comma-separated), the cause
-    it wraps (`Error merging override train.lr=abc: Value 'abc' ... could not be converted to Float`), and
-    for a horizon that is not an option, the setting that takes any length."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()
-             and not line.strip().startswith(("Config search path", "provider=", "full_key:", "object_type=",
-                                               "reference_type="))]
-    if not lines:
-        return type(err).__name__
-    if len(lines) > 1 and lines[1].startswith("Available options"):
-        text = f"{lines[0]} ({lines[1].rstrip(':').lower()}: {', '.join(lines[2:])})"
-    else:
-        text = " ".join(lines)
-    cause = err.__cause__
-    if cause is not None and str(cause).strip() and str(cause).strip().splitlines()[0] not in text:
-        text += f": {one_line(cause)}"
-    if "Could not find 'horizon/" in text:
-        text += "; a rollout cap of any length: horizon.tokens=N (in paper tokens)"
-    return text
+def _compose_hydra_settings(job: list[str], overrides: list[str]) -> None:
+    """Compose the line's own settings of Hydra (`hydra/launcher=slurm_debug`, `hydra.launcher.partition=gpu`,
+    all but those swept over) with a job, so a misspelt launcher or key of it fails here, before a launch
+    record is written, and not in Hydra's launch after it."""
+    parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
+    own = parser.parse_overrides(hydra_part(overrides))
+    for o in own:
+        if o.is_sweep_override():  # Hydra refuses it only once the sweep is launched
+            raise ConfigCompositionException(f"Sweeping over Hydra's configuration is not supported: '{o.input_line}'")
+    if own:
+        _compose_with_hydra([*job, *(o.input_line for o in own)])
+
+
+def _compose_with_hydra(overrides: list[str]) -> DictConfig:
+    """The config with Hydra's own node, without Hydra's warning that our launcher presets extend the
+    submitit plugin's schema of the same name (launchers/README.md)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/submitit_(slurm|local)' is validated against "
+                                "ConfigStore schema", category=UserWarning)
+        return compose("config", overrides=overrides, return_hydra_config=True)
 
 
 def composition_problem(conf_dir: str, overrides: list[str]) -> str | None:
-    """Why a single run's command line does not compose (unknown option, key or value), on one line;
-    None when it composes."""
+    """Why a single run's command line does not compose (unknown option, key or value, or an appended key
+    the schema lacks), on one line; None when it composes."""
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
-        try:
-            compose("config", overrides=job_part(overrides))
+        try:  # with Hydra's own settings where the line has some; an appended `+train.stpes=5` before Hydra's folder
+            check_keys(_compose_with_hydra(overrides) if hydra_part(overrides) else compose("config", overrides=overrides))
         except Exception as err:  # noqa: BLE001  (Hydra's and OmegaConf's errors: the line's mistake)
             return one_line(err)
     return None

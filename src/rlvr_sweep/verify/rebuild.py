@@ -7,7 +7,8 @@
   same CapAssocActive and CapR0 counts as the rollout table it is built from.
 - Table 3: steps and active steps equal run.json `totals`, each accuracy its run.json accuracy.
 - With a folder of saved tables (`analysis tables --out DIR`), each saved table equals its rebuild
-  (Table 2B and Table 4 with the resamples, bootstrap seed and contrast rows stored in them), and
+  (Table 2B and Table 4 with the resamples and bootstrap seed stored in them; Table 2B on the contrast rows
+  saved beside it, `table2b_contrasts.yaml`, else on those its rows name), and
   `tables.md`, the copy a person reads, says what the rebuilds say: each of its tables' text equals its
   rebuild's rendering (`markdown_problems`), a block that holds numbers but no saved table to check them
   against is named, and its notes are the sweep's (the root's path aside). A "Not built" block holds no
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from rlvr_sweep.analysis import Sweep
-from rlvr_sweep.analysis.contrasts import Contrast, build_table2b
+from rlvr_sweep.analysis.contrasts import CONTRASTS_FILE, Contrast, build_table2b, load_contrasts
 from rlvr_sweep.analysis.report import TABLES, build_tables, parquet_safe, read_saved, table_notes
 from rlvr_sweep.store import RUN_KEYS
 
@@ -157,12 +158,14 @@ def rebuild_settings(name: str, saved: pd.DataFrame) -> dict | None:
     return {}
 
 
-def _rebuild(sweep: Sweep, name: str, saved: pd.DataFrame):
+def _rebuild(sweep: Sweep, name: str, saved: pd.DataFrame, tables_dir=None):
     settings = rebuild_settings(name, saved)
-    if settings is None:
-        contrasts = [Contrast(int(r["row"]), r["title"], tuple(r["arms"]), r["benchmark"], r["metric"],
-                              None if r["seed_filter"] is None else tuple(int(s) for s in r["seed_filter"]))
-                     for _, r in saved.drop_duplicates("row").iterrows()]
+    if settings is None:  # Table 2B: every row it was built from (its notes name those it could not build)
+        listed = Path(tables_dir) / CONTRASTS_FILE if tables_dir is not None else None
+        contrasts = load_contrasts(str(listed)) if listed is not None and listed.is_file() else \
+            [Contrast(int(r["row"]), r["title"], tuple(r["arms"]), r["benchmark"], r["metric"],
+                      None if r["seed_filter"] is None else tuple(int(s) for s in r["seed_filter"]))
+             for _, r in saved.drop_duplicates("row").iterrows()]
         return build_table2b(sweep, contrasts, int(saved["n_resamples"].iloc[0]), int(saved["boot_seed"].iloc[0]))
     return build_tables(sweep, only=[name], reuse=True, **settings)[name]
 
@@ -176,7 +179,7 @@ def saved_problems(sweep: Sweep, tables_dir, names=TABLES, rendered: dict | None
         if saved is None:
             continue
         checked += 1
-        rebuilt = _rebuild(sweep, name, saved)
+        rebuilt = _rebuild(sweep, name, saved, tables_dir)
         if rebuilt.why:
             problems.append(f"{name}: saved, but it no longer rebuilds ({rebuilt.why})")
             continue
