@@ -146,3 +146,43 @@ def test_a_part_that_fails_is_named_by_its_exception_not_by_the_line_after_it():
     refused = "rlvr_sweep: ConfigError: invalid config: train.steps=0: must be >= 1\n"
     assert gpu_check.one_line(refused) == refused.strip()
     assert gpu_check.one_line("a\nlast words\n") == "last words" and gpu_check.one_line("") == "no output"
+
+
+@pytest.mark.parametrize("gpu_outcomes, refused", [
+    (["skipped", "skipped"], True),  # no GPU where it ran: it checked nothing
+    (["passed", "skipped"], True),
+    ([], True),  # no test of tests/rollout/test_gpu.py collected at all
+    (["passed", "passed"], False),
+])
+def test_the_gpu_check_s_tests_part_fails_when_its_gpu_tests_did_not_all_run(tmp_path, monkeypatch, gpu_outcomes,
+                                                                            refused):
+    """#19: the GPU tests that skipped (or were never collected) are the part's failure, never a pass; the vLLM
+    tests may skip (no vLLM). pytest itself is replaced by its junit report."""
+    import argparse
+    import xml.etree.ElementTree as ET
+
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    monkeypatch.setattr(gpu_check, "WORK", tmp_path)
+    monkeypatch.setattr(gpu_check, "summary_file", None)
+
+    def pytest_run(cmd, budget, env=None):
+        suite = ET.Element("testsuite")
+        cases = [("tests.rollout.test_gpu", f"test_{i}", o) for i, o in enumerate(gpu_outcomes)]
+        for classname, name, outcome in [*cases, ("tests.rollout.test_vllm_engine", "test_vllm", "skipped")]:
+            case = ET.SubElement(suite, "testcase", classname=classname, name=name)
+            if outcome == "skipped":
+                ET.SubElement(case, "skipped", message="no GPU")
+        ET.ElementTree(suite).write(tmp_path / "gpu_tests.xml")
+        return subprocess.CompletedProcess(cmd, 0, stdout="", stderr="")
+
+    monkeypatch.setattr(gpu_check, "sh", pytest_run)
+    check = gpu_check.Check(argparse.Namespace(dry_run=False, deadline_s=100))
+    if refused:
+        with pytest.raises(RuntimeError, match="a GPU check whose GPU tests did not run checked nothing"):
+            check.tests(50)
+    else:
+        check.tests(50)

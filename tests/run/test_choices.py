@@ -79,3 +79,26 @@ def test_a_declared_parameter_is_bound_with_its_default_or_its_value():
     assert option.bind(cfg.estimator)(None, None) == (1e-4, 3.0)
     with pytest.raises(ValueError, match="thing 'scaled' is registered twice"):
         registry.add(Option("scaled", print))
+
+
+def test_a_run_and_a_sweep_refuse_an_unread_setting_themselves_before_any_folder(tmp_path):
+    """`compose_cfg` checks the choices itself; a job's config is built as the entrypoint builds it (schema and
+    ranges only), so `plan` (what `run` and each sweep job call) and the sweep's preflight must refuse the setting
+    cf_fork never reads, naming it, before any run folder exists (#17)."""
+    from hydra import compose, initialize_config_dir
+
+    from rlvr_sweep.config import build_config, register_configs
+    from rlvr_sweep.run import plan
+    from rlvr_sweep.sweep import preflight
+    from rlvr_sweep.sweep.cli import normalize_overrides
+    from tests.conftest import CONF_DIR
+
+    overrides = ["+arm=cf_grpo", "profile=smoke", "sampler.t_min=5", f"run.out_root={tmp_path}/runs"]
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = build_config(compose("config", overrides=normalize_overrides(overrides)))
+    with pytest.raises(ConfigError, match=r"sampler.t_min=5: no chosen option reads it \(sampler 'cf_fork'"):
+        plan(cfg)
+    with pytest.raises(preflight.PreflightError, match=r"job 1 of 2 .*sampler.t_min=5: no chosen option reads it"):
+        preflight.check_sweep(str(CONF_DIR), normalize_overrides([*overrides, "seed=1,2"]), record=False)
+    assert not (tmp_path / "runs").exists()

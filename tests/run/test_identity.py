@@ -179,3 +179,23 @@ def test_a_run_records_whether_its_data_files_are_the_canonical_ones(tmp_path, d
     assert data_canonical(plan(smoke(tmp_path, data_root)).identity.inputs) is False
     toy = compose_cfg(["+arm=ra_flat", "profile=smoke", f"run.out_root={tmp_path}/runs"])
     assert data_canonical(plan(toy).identity.inputs) is None
+
+
+def test_the_plugins_code_is_part_of_the_run_and_its_group_never_of_its_settings():
+    """Two runs alike but for their plugins' code (each module's sha256, `config.plugins.code_record`) are two runs
+    and two groups (never pooled as seeds) with equal settings; the base read-out computed from the plugins only
+    when a plugin takes part in the read-outs (#16, #20). The slow tier edits a real plugin:
+    tests/examples/test_plugin_sweeps.py."""
+    from rlvr_sweep.store import identify
+
+    cfg = compose_cfg(["+arm=ra_flat", "profile=smoke"])
+    inputs = {"train": {"sha256": "t"}, "model": {"sha256": "m"}, **{f"benchmark/{b}": {"sha256": b}
+                                                                    for b in cfg.eval.benchmarks}}
+
+    def with_code(sha: str, readouts: bool = False):
+        return identify(cfg, {**inputs, "plugins": {"sha256": sha, "modules": ["my_plugin"], "readouts": readouts}})
+
+    one, two = with_code("code-1"), with_code("code-2")
+    assert one.run != two.run and one.group != two.group
+    assert one.settings == two.settings and one.base == two.base == identify(cfg, inputs).base
+    assert with_code("code-1", readouts=True).base != with_code("code-2", readouts=True).base

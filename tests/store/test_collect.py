@@ -172,3 +172,24 @@ def test_a_failed_run_shows_its_recorded_error_where_it_is_left_out(tmp_path, fi
     assert out["skipped"]["reason"].tolist() == [reason]
     runs_table = build_tables(load_sweep(root), only=["runs"])["runs"].markdown()
     assert f"| smoke/ra_flat/failed |  |  | {reason} |" in runs_table
+
+
+def test_unfinished_runs_with_wrong_typed_run_json_fields_are_named_and_hide_nothing(tmp_path, finished_run):
+    """#21: an unfinished run's run.json that is no object, or whose `error` / `error_in` is no string, is listed
+    with what could be read of it; no traceback, and the good run is still collected (and reported)."""
+    from rlvr_sweep.analysis import load_sweep
+    from rlvr_sweep.analysis.report import build_tables
+
+    root = sweep_of(tmp_path, finished_run, "good", "a_list", "error_a_list", "error_in_a_number")
+    crafted = {"a_list": [1, 2], "error_a_list": {"status": "failed", "error": ["boom"], "error_in": "plugin x"},
+               "error_in_a_number": {"status": "failed", "error": "ValueError('x')\nmore", "error_in": 7}}
+    for name, info in crafted.items():
+        (root / "smoke/ra_flat" / name / "DONE").unlink()
+        (root / "smoke/ra_flat" / name / "run.json").write_text(json.dumps(info))
+    out = collect(root, allow_skipped=True)
+    assert out["runs"]["run_dir"].tolist() == [str(root / "smoke/ra_flat/good")]
+    assert dict(zip(out["skipped"]["run_dir"].str.rsplit("/", n=1).str[-1], out["skipped"]["reason"])) == {
+        "a_list": "unfinished (run.json status: unknown)",
+        "error_a_list": "unfinished (run.json status: failed)",
+        "error_in_a_number": "unfinished (run.json status: failed: ValueError('x'))"}
+    assert "| smoke/ra_flat/a_list |" in build_tables(load_sweep(root), only=["runs"])["runs"].markdown()

@@ -216,3 +216,23 @@ def test_status_needs_neither_torch_nor_transformers(every_state):
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert not {"torch", "transformers"} & imported
     assert "8 runs: 1 finished, 1 running" in proc.stdout, proc.stdout
+
+
+def test_two_recorded_jobs_of_one_arm_and_seed_are_two_rows(tmp_path):
+    """Two jobs of one launch alike in arm, seed, horizon and profile (they differ in `train.lr`, so in their run
+    folders) are two runs: each keeps its own row, finished or queued, and neither replaces the other (#16)."""
+    root = tmp_path / "runs"
+    root.mkdir()
+    job = lambda n, lr, run_hash: {"number": n, "overrides": ["seed=1", f"train.lr={lr}"], "arm": "ra_flat",  # noqa: E731
+                                   "paper_arm": 4, "seed": 1, "horizon": 512, "profile": "smoke", "out_root": str(root),
+                                   "run_hash": run_hash, "run_dir": str(root / "smoke" / "ra_flat" / f"h512_s1_{run_hash}")}
+    records.write_records([job(1, 1e-6, "aaaaaaaa"), job(2, 2e-6, "bbbbbbbb"), job(3, 3e-6, "cccccccc")],
+                          ["-m", "train.lr=1e-6,2e-6,3e-6"])
+    done = root / "smoke" / "ra_flat" / "h512_s1_aaaaaaaa"
+    done.mkdir(parents=True)
+    (done / "run.json").write_text(json.dumps({"arm": "ra_flat", "paper_arm": 4, "seed": 1, "horizon": 512,
+                                               "profile": "smoke", "status": "finished", "run_hash": "aaaaaaaa"}))
+    (done / "DONE").write_text("")
+    rows = sweep_states(root)
+    assert [(r["seed"], r["state"], r["run_dir"].rsplit("/", 1)[-1]) for r in rows] == [
+        (1, "finished", "h512_s1_aaaaaaaa"), (1, "queued", "h512_s1_bbbbbbbb"), (1, "queued", "h512_s1_cccccccc")]

@@ -303,3 +303,23 @@ def test_the_launcher_start_is_recorded_and_matched(tmp_path):
     assert records.launcher({**record, "created_at": 0.0}) == "alive"  # the start decides, not the time
     assert records.launcher({**record, "pid": dead_pid()}) == "ended"
     assert records.launcher({**record, "host": None}) == "unknown"
+
+
+def test_true_is_no_process_id_nor_a_number(tmp_path):
+    """JSON's `true` is Python's 1: a launch record whose pid is `true` would be pid 1 (init, always alive), so its
+    jobs would show queued forever; a progress file's `"done": true` would be step 1. Both are named, not used (#21)."""
+    root = tmp_path / "runs"
+    finished(root, 1)
+    sweeps = root / records.SWEEPS
+    sweeps.mkdir()
+    (sweeps / "bool.json").write_text(json.dumps({"created_at": time.time(), "pid": True, "host": socket.gethostname(),
+                                                  "jobs": [{**job(root, 3, 1), "run_dir": "smoke/ra_flat/h512_s3_x"}]}))
+    running = make_run(root, "ra_flat", 6)
+    with run_lock(running):
+        Beacon(running, phase="train").update(done=True, total=8, unit="step")
+        rows, problems = sweep_report(root)
+    assert states(rows) == [(1, "finished"), (3, "not started"), (6, "running")]
+    assert rows[1]["detail"].startswith("its record does not say which process wrote it")
+    assert rows[2]["detail"].startswith(f"train ?/8 step, pid {os.getpid()}")
+    assert problems.lines == [f"{running / 'progress.json'}: done: true is not a number",
+                              f"{sweeps / 'bool.json'}: pid: true is not a whole number"]

@@ -280,3 +280,17 @@ def test_compare_run(sweep):
     assert run["counts"] == {"both_correct": 3, "both_wrong": 1, "baseline_only": 0,
                              "math_verify_only": 0}
     assert run["groups"] == {"trained/math500": {"items": 4, "baseline": 3, "math_verify": 3}}
+
+
+def test_regrade_that_checked_nothing_fails(tmp_path, capsys):
+    """A finished run without grades or rollouts: nothing to regrade, so `regrade` says so and exits 3,
+    never 0 (a check that checked nothing fails); with something checked it exits 0."""
+    from rlvr_sweep.verify.cli import main
+
+    run = write_run(tmp_path / "runs" / "smoke" / "ra_flat" / "h512_s1_abcd1234", wrong=False)
+    assert main(["regrade", str(run)]) == 0
+    for table in ("grades.parquet", "rollouts.parquet"):
+        (run / table).unlink()
+    assert main(["regrade", str(run)]) == 3
+    out = capsys.readouterr().out
+    assert "0 checked" in out and "nothing was checked" in out

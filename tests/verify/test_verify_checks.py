@@ -79,3 +79,40 @@ def test_an_intact_sweep_passes_with_its_tables_chosen_by_where(two_runs, tmp_pa
     assert json.loads((tmp_path / "t" / "selection.json").read_text())["where"] == ["seed=1"]
     capsys.readouterr()
     assert verify_main(["all", str(two_runs), "--tables", str(tmp_path / "t")]) == 0, capsys.readouterr().out
+
+
+def test_a_finished_run_whose_rewards_cannot_all_be_regraded_fails_pass1(two_runs, tmp_path):
+    """A finished run's rollout rows without their gold cannot be regraded: PASS 1 names them as not checked and
+    fails, never passes on the rows it could check (#19)."""
+    import pyarrow as pa
+
+    from rlvr_sweep.verify.passes import pass1
+
+    root, run_dir = copy_of(two_runs, tmp_path)
+    assert pass1(root, jobs=1).ok
+    rollouts = pq.read_table(run_dir / "rollouts.parquet")
+    gold = rollouts.column("gold").to_pylist()
+    gold[:2] = [None, None]
+    at = rollouts.schema.get_field_index("gold")
+    pq.write_table(rollouts.set_column(at, rollouts.schema.field(at), pa.array(gold, rollouts.schema.field(at).type)),
+                   run_dir / "rollouts.parquet")  # its schema metadata kept
+    (run_dir / store.MANIFEST).write_bytes(manifest_bytes(run_dir))  # intact: only two golds are gone
+    result = pass1(root, jobs=1)
+    assert not result.ok and result.summary.endswith("2/2 run folders intact")
+    assert [p.split(": ", 1)[1] for p in result.problems] == ["rollouts: 2 row(s) without a gold not checked"]
+
+
+def test_training_runs_whose_pair_ledgers_are_empty_fail_pass3(two_runs, tmp_path):
+    """Two training runs whose pairs.parquet hold no row (their manifests rewritten, so PASS 1 calls them intact):
+    "0 pairs obey the conservation laws" checked nothing, and PASS 3 says so and fails (#19)."""
+    from rlvr_sweep.verify.passes import pass3
+
+    root, _ = copy_of(two_runs, tmp_path)
+    for run_dir in sorted(p.parent for p in root.glob("smoke/ra_flat/*/run.json")):
+        pairs = pq.read_table(run_dir / "pairs.parquet")
+        pq.write_table(pairs.slice(0, 0), run_dir / "pairs.parquet")  # its schema and metadata kept
+        (run_dir / store.MANIFEST).write_bytes(manifest_bytes(run_dir))
+    result = pass3(root, jobs=1)
+    assert result.summary.startswith("0 pairs obey the conservation laws; 4 steps and 2 run totals")
+    assert result.problems == ["2 training run(s), yet 0 pairs and 4 steps were checked: their ledgers could not be "
+                               "read (see PASS 1)"]

@@ -109,7 +109,13 @@ def load_contrasts(source: str = "paper") -> list[Contrast]:
 
 def _rows(sweep: Sweep, ref: str, benchmark: str, profile: str | None) -> list[str]:
     """The arm rows `ref` names in `profile` (`Sweep.candidates`, or an arm row's own id, as `baseline_contrasts`
-    names a row no label singles out); of several, the ones that read `benchmark` out."""
+    names a row no label singles out); of several, the ones that read `benchmark` out. Worked out once per
+    sweep (`Sweep.once`): Table 2B asks it for every declared row against every arm row."""
+    return list(sweep.once(("contrast_rows", ref, benchmark, profile),
+                           lambda: tuple(_rows_now(sweep, ref, benchmark, profile))))
+
+
+def _rows_now(sweep: Sweep, ref: str, benchmark: str, profile: str | None) -> list[str]:
     rows = sweep.candidates(ref, profile)
     if not rows and ref in sweep.units() and profile in (None, _profile_of(sweep, ref)):
         rows = [ref]

@@ -293,15 +293,24 @@ class Sweep:
     def candidates(self, ref: str, profile: str | None = None) -> list[str]:
         """Every arm row a contrast's arm reference names: a paper arm label ("5", "ablate_selective"),
         else an arm name (optionally "arm@h1024")."""
-        runs = self.runs if profile is None else self.runs[self.runs["profile"] == profile]
         ref = str(ref)
-        hit = runs[runs["paper_arm"] == ref]
-        if not len(hit):
+        rows = [r for r in self._name_rows() if profile is None or r[0] == profile]
+        hit = [r[4] for r in rows if r[1] == ref]
+        if not hit:
             arm, _, horizon = ref.partition("@h")
-            hit = runs[runs["arm"] == arm]
-            if horizon:
-                hit = hit[hit["horizon"].astype(str) == horizon]
-        return list(dict.fromkeys(hit["unit"]))
+            hit = [r[4] for r in rows if r[2] == arm and (not horizon or r[3] == horizon)]
+        return list(dict.fromkeys(hit))
+
+    def _name_rows(self) -> list[tuple]:
+        """(profile, paper_arm, arm, horizon as text, unit) of every run, in order: what `candidates` looks
+        names up in (plain tuples: Table 2B asks once per contrast and per arm row)."""
+        runs = self.runs
+        cached = self._indexes.get("name_rows")
+        if cached is None or cached[0] is not runs:
+            columns = ("profile", "paper_arm", "arm", "horizon", "unit")
+            values = [runs[c].tolist() if c != "horizon" else runs[c].astype(str).tolist() for c in columns]
+            cached = self._indexes["name_rows"] = (runs, list(zip(*values)) if len(runs) else [])
+        return cached[1]
 
     def resolve(self, ref: str, profile: str | None = None) -> str | None:
         """The one arm row `ref` names (`candidates`); None when the sweep lacks it or it names several."""
@@ -411,15 +420,32 @@ def grade_rows(sweep: Sweep, unit: str, benchmark: str, phase: str = "trained", 
 def item_matrix(sweep: Sweep, unit: str, benchmark: str, metric: str = "correct", phase: str = "trained",
                 seeds=None) -> tuple[list, list, np.ndarray]:
     """(seeds, item_ids, values (seeds, items)) of one arm: `metric` (correct / capped) as 0/1 per seed and
-    item, items in the benchmark's order and limited to those every listed seed has."""
+    item (a seed's first non-missing value of an item), items in the benchmark's order (their first row's
+    `index`; ties by id) and limited to those every listed seed has. Worked out once per sweep
+    (`Sweep.once`: Table 2B reads the baseline arm's against every other row's); each call gets its own copy."""
+    key = ("item_matrix", unit, benchmark, metric, phase, None if seeds is None else tuple(seeds))
+    found, items, values = sweep.once(key, lambda: _item_matrix(sweep, unit, benchmark, metric, phase, seeds))
+    return list(found), list(items), values.copy()
+
+
+def _item_matrix(sweep: Sweep, unit: str, benchmark: str, metric: str, phase: str, seeds) -> tuple:
     rows = grade_rows(sweep, unit, benchmark, phase, columns=("seed", "item_id", "index", metric))
     if seeds is not None:
         rows = rows[rows["seed"].isin(list(seeds))]
     if not len(rows):
         return [], [], np.zeros((0, 0))
     found = sorted(rows["seed"].unique(), key=seed_order)
-    table = rows.pivot_table(index="item_id", columns="seed", values=metric, aggfunc="first")
-    table = table.dropna()
-    order = rows.drop_duplicates("item_id").set_index("item_id")["index"]
-    table = table.loc[sorted(table.index, key=lambda i: order[i])]
-    return found, list(table.index), table[found].to_numpy(dtype=float).T
+    column = {s: j for j, s in enumerate(found)}
+    cells: dict = {}
+    first_index: dict = {}
+    for item, seed, index, value in zip(rows["item_id"].tolist(), rows["seed"].tolist(), rows["index"].tolist(),
+                                        rows[metric].to_numpy(dtype=float).tolist()):
+        first_index.setdefault(item, index)
+        if value != value:  # missing: the seed's next row of the item may have it
+            continue
+        row = cells.setdefault(item, [None] * len(found))
+        if row[column[seed]] is None:
+            row[column[seed]] = value
+    items = sorted((i for i in sorted(cells) if None not in cells[i]), key=first_index.__getitem__)
+    values = np.array([cells[i] for i in items], dtype=float).T if items else np.zeros((len(found), 0))
+    return found, items, values

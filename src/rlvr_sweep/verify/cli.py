@@ -34,7 +34,9 @@
     non-empty and graded equal; gated: also `passes_gate`). `--grader NAME` forces one grader.
     Prints per run and in total: items checked, agreements, agreement %, and every disagreement.
     Exit 0: everything checked agrees; 1: any disagreement; 2: bad input (missing folder, no run
-    found, unreadable run.json or table, missing column), with a message on stderr.
+    found, unreadable run.json or table, missing column), with a message on stderr; 3: nothing
+    disagrees but something was left unchecked (a plugin's decision without --plugins), or nothing
+    at all was checked (runs without grades or rollouts): a check that checked nothing fails.
 
 `python -m rlvr_sweep.verify compare [--data-root DIR] [--benchmarks math500,gsm8k,amc23,math_train]`
     For each gold answer of the benchmark files (DIR defaults to $RLVR_SWEEP_DATA, else `data`):
@@ -136,7 +138,7 @@ def _run_regrade(args) -> int:
           + (f", {left} part(s) not re-derived (plugin code: --plugins)" if left else ""))
     if not total["checked"]:
         print("   note: nothing was checked (see the notes above)")
-    return EXIT_DISAGREE if n else EXIT_INCOMPLETE if left else EXIT_OK
+    return EXIT_DISAGREE if n else EXIT_INCOMPLETE if left or not total["checked"] else EXIT_OK
 
 
 def _run_all(args) -> int:
