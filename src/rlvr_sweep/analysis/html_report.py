@@ -85,13 +85,13 @@ def write_report(sweep: Sweep, root, out, *, verify: bool = True, n_resamples: i
         f" in {time.perf_counter() - started:.0f}s.</p>",
         "<nav>" + "".join(f"<a href='#{a}'>{t}</a>" for a, t in (("provenance", "Provenance"), ("verify", "Verify"),
                                                                    ("tables", "Tables"), ("figures", "Figures"),
-                                                                   ("configs", "Configs"), ("runs", "Runs"))) + "</nav>",
+                                                                   ("configs", "Configs"), ("run-folders", "Runs"))) + "</nav>",
         _provenance(sweep, root),
         _verify_section(verdict),
         "<h2 id='tables'>Tables</h2>", *(_table(t) for n, t in tables.items() if n != "runs"),
         "<h2 id='figures'>Figures</h2>", *(_figure(name, png) for name, png in figures.items()),
         _configs(sweep, baseline),
-        "<h2 id='runs'>Runs</h2><details><summary>Every run folder and the row it stands behind "
+        "<h2 id='run-folders'>Runs</h2><details><summary>Every run folder and the row it stands behind "
         f"({len(sweep.provenance)} folders)</summary>{_table(tables['runs'])}</details>" if "runs" in tables else "",
     ]
     page = ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
