@@ -125,7 +125,7 @@ def _rows_now(sweep: Sweep, ref: str, benchmark: str, profile: str | None) -> li
 
 
 def _profile_of(sweep: Sweep, unit: str) -> str:
-    return str(sweep.runs_of(unit)["profile"].iloc[0])
+    return str(sweep.names_of(unit)[0])
 
 
 def contrast_grid(sweep: Sweep, c: Contrast, profile: str | None = None) -> tuple[list, np.ndarray] | str:
@@ -223,11 +223,10 @@ def _baseline_rank(sweep: Sweep, unit: str) -> tuple:
     """Which row of a profile is its baseline arm, smallest first: the paper's Arm 1, an arm named `baseline`
     (the shortest horizon first), the lowest paper arm number, then by name; of one arm's several rows, the
     one with the most runs."""
-    runs = sweep.runs_of(unit)
-    run = runs.iloc[0]
-    pa, arm = str(run["paper_arm"] or ""), str(run["arm"])
+    _, paper_arm, arm, horizon = sweep.names_of(unit)
+    pa, arm = str(paper_arm or ""), str(arm)
     tier = 0 if pa == "1" else 1 if arm == "baseline" else 2 if is_paper_number(pa) else 3
-    return tier, int(pa) if is_paper_number(pa) else 0, pa or arm, int(run["horizon"]), -len(runs)
+    return tier, int(pa) if is_paper_number(pa) else 0, pa or arm, int(horizon), -len(sweep.seeds_of(unit))
 
 
 def arm_names(sweep: Sweep) -> list[str]:
@@ -261,8 +260,8 @@ def baseline_units(sweep: Sweep, baseline: str | None = None) -> dict[str, str]:
 def _ref(sweep: Sweep, unit: str, profile: str) -> str:
     """The shortest name that singles `unit` out in its profile: its paper label, arm name, `arm@h<horizon>`,
     else the row's own id."""
-    run = sweep.runs_of(unit).iloc[0]
-    for ref in (run["paper_arm"], run["arm"], f"{run['arm']}@h{run['horizon']}"):
+    _, paper_arm, arm, horizon = sweep.names_of(unit)
+    for ref in (paper_arm, arm, f"{arm}@h{horizon}"):
         if ref and sweep.candidates(str(ref), profile) == [unit]:
             return str(ref)
     return unit

@@ -252,7 +252,7 @@ class Sweep:
 
     def units(self) -> list[str]:
         """Every arm row of the sweep (its `group_hash`), in the paper's order."""
-        return list(dict.fromkeys(self.runs["unit"])) if len(self.runs) else []
+        return list(self._of_unit())
 
     def runs_of(self, unit: str, seeds=None) -> pd.DataFrame:
         runs = self.rows("runs", unit=unit)
@@ -294,22 +294,33 @@ class Sweep:
         """Every arm row a contrast's arm reference names: a paper arm label ("5", "ablate_selective"),
         else an arm name (optionally "arm@h1024")."""
         ref = str(ref)
-        rows = [r for r in self._name_rows() if profile is None or r[0] == profile]
-        hit = [r[4] for r in rows if r[1] == ref]
-        if not hit:
-            arm, _, horizon = ref.partition("@h")
-            hit = [r[4] for r in rows if r[2] == arm and (not horizon or r[3] == horizon)]
-        return list(dict.fromkeys(hit))
+        rows, _, memo = self._names()
+        if (ref, profile) not in memo:
+            rows = [r for r in rows if profile is None or r[0] == profile]
+            hit = [r[4] for r in rows if r[1] == ref]
+            if not hit:
+                arm, _, horizon = ref.partition("@h")
+                hit = [r[4] for r in rows if r[2] == arm and (not horizon or r[3] == horizon)]
+            memo[(ref, profile)] = tuple(dict.fromkeys(hit))
+        return list(memo[(ref, profile)])
 
-    def _name_rows(self) -> list[tuple]:
-        """(profile, paper_arm, arm, horizon as text, unit) of every run, in order: what `candidates` looks
-        names up in (plain tuples: Table 2B asks once per contrast and per arm row)."""
+    def names_of(self, unit: str) -> tuple:
+        """(profile, paper_arm, arm, horizon as text) of the arm row's first run: the names it answers to."""
+        return self._names()[1][unit][:4]
+
+    def _names(self) -> tuple[list, dict, dict]:
+        """(profile, paper_arm, arm, horizon as text, unit) of every run in order, the first of each unit,
+        and the answers `candidates` gave (plain tuples: Table 2B asks once per contrast and per arm row)."""
         runs = self.runs
-        cached = self._indexes.get("name_rows")
+        cached = self._indexes.get("names")
         if cached is None or cached[0] is not runs:
             columns = ("profile", "paper_arm", "arm", "horizon", "unit")
             values = [runs[c].tolist() if c != "horizon" else runs[c].astype(str).tolist() for c in columns]
-            cached = self._indexes["name_rows"] = (runs, list(zip(*values)) if len(runs) else [])
+            rows = list(zip(*values)) if len(runs) else []
+            first: dict = {}
+            for row in rows:
+                first.setdefault(row[4], row)
+            cached = self._indexes["names"] = (runs, (rows, first, {}))
         return cached[1]
 
     def resolve(self, ref: str, profile: str | None = None) -> str | None:
