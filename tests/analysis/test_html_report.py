@@ -150,8 +150,7 @@ def test_report_takes_contrasts_and_baseline_and_refuses_an_unknown_arm(smoke_sw
               "--baseline", "stoped_tree")
     assert bad.returncode == 2 and not (tmp_path / "x.html").exists()
     assert bad.stderr.strip().splitlines() == [
-        "analysis: error: --baseline 'stoped_tree': no arm row of the sweep is named so; close: stopped_tree, "
-        "stopped_tree@h1024"]
+        "analysis: error: --baseline 'stoped_tree': no arm row of the sweep is named so; did you mean stopped_tree?"]
 
 
 # Run in a copy of the page once it has loaded: every folded part opened, then each table's right edge, its

@@ -18,7 +18,6 @@ leaving out a pair a declared row already contrasts. The table's full list is sa
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -30,6 +29,7 @@ import yaml
 from rlvr_sweep.analysis.render import Table, ci_text, num, per_seed
 from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep, grade_rows, is_paper_number, item_matrix, seed_order
 from rlvr_sweep.analysis.stats import bootstrap_ci
+from rlvr_sweep.config import did_you_mean
 
 SHIPPED = {"paper": "contrasts_paper.yaml", "smoke": "contrasts_smoke.yaml", "cf": "contrasts_cf.yaml",
            "smoke_cf": "contrasts_smoke_cf.yaml"}
@@ -247,9 +247,9 @@ def baseline_units(sweep: Sweep, baseline: str | None = None) -> dict[str, str]:
         named = sweep.candidates(str(baseline)) or ([baseline] if baseline in units else [])
         if not named:
             names = arm_names(sweep)
-            close = difflib.get_close_matches(str(baseline), names, n=4, cutoff=0.5)
+            hint = did_you_mean(str(baseline), names)
             raise ValueError(f"--baseline {baseline!r}: no arm row of the sweep is named so; "
-                             + (f"close: {', '.join(close)}" if close else f"its arms: {', '.join(names[:12])}"))
+                             + (hint or f"its arms: {', '.join(names[:12])}"))
         units = [u for u in units if u in named]
     out: dict[str, str] = {}
     for unit in sorted(units, key=lambda u: _baseline_rank(sweep, u)):

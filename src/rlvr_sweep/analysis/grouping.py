@@ -14,7 +14,6 @@ compare as a number and a list).
 
 from __future__ import annotations
 
-import difflib
 import os
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from rlvr_sweep.config import Config, bookkeeping_keys
+from rlvr_sweep.config import Config, bookkeeping_keys, did_you_mean
 from rlvr_sweep.io.digest import stamp
 
 BOOKKEEPING = bookkeeping_keys(Config) | {"seed"}  # what never tells two rows apart
@@ -157,9 +156,8 @@ def select_runs(runs: pd.DataFrame, configs: list[dict], where) -> tuple[pd.Seri
     known = set().union(*configs) if configs else set()
     for key, value in where:
         if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=3)
-            raise ValueError(f"--where {key}=...: no run's config has {key!r}"
-                             + (f" (did you mean {', '.join(close)}?)" if close else ""))
+            hint = did_you_mean(key, sorted(known))
+            raise ValueError(f"--where {key}=...: no run's config has {key!r}" + (f" ({hint})" if hint else ""))
         mask &= pd.Series([key in c and _same(c[key], value) for c in configs], index=runs.index)
     shown = " ".join(f"{k}={_shown(v)}" for k, v in where)
     return mask, [f"selected {int(mask.sum())} of {len(mask)} runs with --where {shown}"]
