@@ -252,3 +252,18 @@ def test_a_box_split_by_the_audit_cut_is_the_paper_s_legitimate_case(qwen3_token
         "first_box_token 600 vs a cut at 512, but the prefix holds a \\boxed")
     assert box_problem(-1, 512, "no box", "no box") is None
     assert box_problem(-1, 512, "a \\boxed{1}", "a") == "first_box_token -1 but the rollout holds a \\boxed"
+
+
+@pytest.mark.parametrize("text", [b"- {row: x, a: 1}\n", b"- {row: 1, a: 1, b: 5, benchmark: toy_heldout, seeds: 5}\n",
+                                  b"just: text\n", b"\x00\xff garbage: ["])
+def test_a_garbled_contrast_list_beside_table2b_is_one_problem_line(tmp_path, text):
+    """The contrast list saved beside Table 2B is a file a user could edit: one that is not such a list is
+    named in one problem line of the saved tables' check, never a traceback; the other tables still checked."""
+    from rlvr_sweep.analysis.contrasts import CONTRASTS_FILE
+
+    s = sweep_with()
+    save_tables(build_tables(s, n_resamples=200, seed=3), tmp_path)
+    (tmp_path / CONTRASTS_FILE).write_bytes(text)
+    checked, problems = saved_problems(s, tmp_path)
+    assert checked == 10 and len(problems) == 1
+    assert problems[0].startswith(f"table2b: its contrast list {tmp_path / CONTRASTS_FILE} cannot be read (")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from rlvr_sweep.analysis import Sweep
 from rlvr_sweep.analysis.contrasts import CONTRASTS_FILE, Contrast, build_table2b, load_contrasts
@@ -158,11 +159,26 @@ def rebuild_settings(name: str, saved: pd.DataFrame) -> dict | None:
     return {}
 
 
+class ContrastListError(ValueError):
+    """The contrast list saved beside Table 2B cannot be read: a problem of the saved tables, said in one line."""
+
+
+def _saved_contrasts(path: Path) -> list[Contrast]:
+    """The rows Table 2B was built from (`CONTRASTS_FILE`); a file that is not such a list (edited, garbled,
+    not text) is a ContrastListError naming it, never a traceback."""
+    try:
+        return load_contrasts(str(path))
+    except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ContrastListError(f"its contrast list {path} cannot be read ({type(err).__name__}: {first}); "
+                                "write the tables again with `python -m rlvr_sweep.analysis tables`") from None
+
+
 def _rebuild(sweep: Sweep, name: str, saved: pd.DataFrame, tables_dir=None):
     settings = rebuild_settings(name, saved)
     if settings is None:  # Table 2B: every row it was built from (its notes name those it could not build)
         listed = Path(tables_dir) / CONTRASTS_FILE if tables_dir is not None else None
-        contrasts = load_contrasts(str(listed)) if listed is not None and listed.is_file() else \
+        contrasts = _saved_contrasts(listed) if listed is not None and listed.is_file() else \
             [Contrast(int(r["row"]), r["title"], tuple(r["arms"]), r["benchmark"], r["metric"],
                       None if r["seed_filter"] is None else tuple(int(s) for s in r["seed_filter"]))
              for _, r in saved.drop_duplicates("row").iterrows()]
@@ -179,7 +195,11 @@ def saved_problems(sweep: Sweep, tables_dir, names=TABLES, rendered: dict | None
         if saved is None:
             continue
         checked += 1
-        rebuilt = _rebuild(sweep, name, saved, tables_dir)
+        try:
+            rebuilt = _rebuild(sweep, name, saved, tables_dir)
+        except ContrastListError as err:
+            problems.append(f"{name}: {err}")
+            continue
         if rebuilt.why:
             problems.append(f"{name}: saved, but it no longer rebuilds ({rebuilt.why})")
             continue
