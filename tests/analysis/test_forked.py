@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from rlvr_sweep.analysis import build_tables
-from rlvr_sweep.analysis.forked import built, groups
+from rlvr_sweep.analysis.forked import Beside, built, groups
 from tests.analysis import handmade
 from tests.analysis.test_tables import CONTRASTS
 
@@ -64,3 +64,51 @@ def test_a_child_that_dies_has_its_tables_built_here():
 
     assert built(["a", "table4", "c"], build, jobs=3) == {
         "a": "a built here", "table4": "table4 built here", "c": "c built here"}
+
+
+def test_steps_beside_run_in_a_child_and_come_back_in_order_as_each_ends():
+    parent = os.getpid()
+    beside = Beside([lambda: ("first", os.getpid()), lambda: ("second", os.getpid())])
+    results = beside.results()
+    first = next(results)  # the first result is there before the second is asked for
+    assert first[0] == "first" and first[1] != parent
+    assert next(results)[0] == "second"
+    assert next(results, None) is None and beside.child is None  # the child was waited for
+
+
+def test_a_step_that_fails_in_the_child_runs_here_with_those_after_it():
+    parent = os.getpid()
+    calls = []
+
+    def second():
+        calls.append(os.getpid())
+        if os.getpid() != parent:
+            raise RuntimeError("only in the child")
+        return "second here"
+
+    def third():
+        return "third here" if os.getpid() == parent else "third in the child"
+
+    assert list(Beside([lambda: "first", second, third]).results()) == ["first", "second here", "third here"]
+    assert calls == [parent]  # the child's own call was in the child: this list is the parent's
+
+
+def test_a_step_error_surfaces_here_as_it_would_without_a_child():
+    def broken():
+        raise ValueError("step two is broken")
+
+    results = Beside([lambda: 1, broken]).results()
+    assert next(results) == 1
+    with pytest.raises(ValueError, match="step two is broken"):
+        next(results)
+
+
+def test_a_child_that_dies_has_its_steps_run_here():
+    parent = os.getpid()
+
+    def step():
+        if os.getpid() != parent:
+            os._exit(3)
+        return "here"
+
+    assert list(Beside([step, step]).results()) == ["here", "here"]

@@ -122,7 +122,7 @@ def test_the_dry_run_s_blocker_keeps_the_carried_packages_to_their_folder(tmp_pa
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(REPO / "src")])}
     blocked = subprocess.run([sys.executable, "-c", "import omegaconf"], env=env, capture_output=True, text=True)
     assert blocked.returncode == 1 and "omegaconf is not among the carried wheels" in blocked.stderr
-    fine = subprocess.run([sys.executable, "-c", "import yaml, torch, rlvr_sweep.data"], env=env, capture_output=True,
+    fine = subprocess.run([sys.executable, "-c", "import yaml, torch, rlvr_sweep.config.build"], env=env, capture_output=True,
                           text=True)
     assert fine.returncode == 1 and "omegaconf is not among the carried wheels" in fine.stderr  # the project needs it
     assert subprocess.run([sys.executable, "-c", "import yaml, json"], env=env).returncode == 0

@@ -267,3 +267,45 @@ def test_a_garbled_contrast_list_beside_table2b_is_one_problem_line(tmp_path, te
     checked, problems = saved_problems(s, tmp_path)
     assert checked == 10 and len(problems) == 1
     assert problems[0].startswith(f"table2b: its contrast list {tmp_path / CONTRASTS_FILE} cannot be read (")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_runs_found_clean_at_once_are_those_the_one_by_one_laws_pass(seed):
+    """`_clean_runs` (every run's laws at once) lets a run skip `_run_problems` exactly when that would find
+    nothing: random ledgers of accumulated and skipped updates, rows shuffled across runs, each run's stored
+    backward tokens and totals right or off by one, under both optimizer steps."""
+    import numpy as np
+
+    from rlvr_sweep.store import RUN_KEYS
+    from rlvr_sweep.verify.ledgers import TOTALS, _clean_runs, _expected_backward, _run_problems
+
+    rng = np.random.default_rng(seed)
+    frames, runs = [], []
+    for r in range(8):
+        n = int(rng.integers(1, 9))
+        steps = pd.DataFrame({
+            "arm": "a", "horizon": 512, "seed": r, "run_hash": f"h{r}", "step": range(n),
+            "rewards": [list(rng.integers(0, 2, 2).astype(float)) for _ in range(n)],
+            "active": rng.integers(0, 2, n).astype(bool), "leaf_tokens": rng.integers(1, 50, n),
+            "prompt_tokens": 3, "action": rng.choice(["accumulated", "backward_step", "skipped"], n),
+            **{c: rng.integers(0, 9, n) for c in TOTALS if c not in ("bwd_out_tokens", "bwd_full_tokens")},
+        })
+        opt = ["zero_grad", "full_backward", None][r % 3]
+        e = _expected_backward(steps.assign(bwd_out_tokens=0, bwd_full_tokens=0), opt)
+        steps["bwd_out_tokens"], steps["bwd_full_tokens"] = e.sort_index()["exp_out"], e.sort_index()["exp_full"]
+        if r % 4 == 1:
+            steps.loc[int(rng.integers(0, n)), "bwd_out_tokens"] += 1
+        totals = {f"totals.{c}": float(steps[c].sum()) for c in TOTALS}
+        totals.update({"totals.steps": n, "totals.active_steps": int(steps["active"].sum())})
+        if r % 4 == 2:
+            totals[f"totals.{TOTALS[int(rng.integers(0, len(TOTALS)))]}"] += 1
+        frames.append(steps)
+        runs.append({"arm": "a", "horizon": 512, "seed": r, "run_hash": f"h{r}", "optimizer_step": opt, **totals})
+    s = pd.concat(frames, ignore_index=True).sample(frac=1.0, random_state=seed).reset_index(drop=True)
+    runs = pd.DataFrame(runs)
+    clean = _clean_runs(s, runs)
+    for _, run in runs.iterrows():
+        key = tuple(run[k] for k in RUN_KEYS)
+        mine = s[s["run_hash"] == run["run_hash"]]
+        found = _run_problems(run, mine, list(s.columns))
+        assert ((key, run["optimizer_step"] or None) in clean) == (not found), (run["run_hash"], found)

@@ -15,9 +15,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 
-# seconds each table took at 1,024 smoke runs (`bench/bench_store.py`); others count 0.1
-COST = {"table4": 3.9, "baseline_runs": 2.1, "table1": 1.6, "strata": 1.3, "baseline_readouts": 0.9, "audit": 0.7,
-        "table2a": 0.55, "table2b": 5.0, "table5c": 0.3, "table5b": 0.15}  # table2b: 341 arm rows against the baseline
+# seconds each table took at 1,024 smoke runs, built one by one in one process (`bench/bench_store.py`'s store;
+# others count 0.1); table2b: 341 arm rows against the baseline
+COST = {"table2b": 7.7, "table4": 4.8, "baseline_runs": 2.9, "table1": 2.6, "strata": 1.6, "audit": 1.3,
+        "baseline_readouts": 1.2, "table2a": 0.85, "table5c": 0.6, "table5b": 0.15}
 _BUILD = None  # the parent's build_one, inherited by the forked children
 
 
@@ -74,6 +75,55 @@ def _child(names: list[str], send) -> None:
     try:
         send.send(("ok", {name: _BUILD(name) for name in names}))
     except BaseException:  # built again by the parent, which then raises it as it would have
+        send.send(("failed", None))
+    finally:
+        send.close()
+
+
+class Beside:
+    """`steps` (callables) run one after another in a forked child while this process does other work;
+    `results()` yields each step's result in order, as the child sends it, so a caller can print each one
+    as it ends. Where `fork` is not available, or from the step at which the child failed or died, the
+    steps run here instead (a step's error then surfaces as it would have without the child). The child
+    is daemonic: a step must not start processes with `multiprocessing` (subprocesses are fine)."""
+
+    def __init__(self, steps):
+        self.steps, self.child, self.receive = list(steps), None, None
+        if self.steps and "fork" in multiprocessing.get_all_start_methods():
+            context = multiprocessing.get_context("fork")
+            self.receive, send = context.Pipe(duplex=False)
+            self.child = context.Process(target=_steps_child, args=(self.steps, send), daemon=True)
+            self.child.start()
+            send.close()
+
+    def results(self):
+        for step in self.steps:
+            status, value = "here", None
+            if self.child is not None:
+                try:
+                    status, value = self.receive.recv()  # sent by this process's own child (module docstring)
+                except (EOFError, OSError):
+                    status = "died"
+                if status != "ok":
+                    self.close()
+            yield value if status == "ok" else step()
+        self.close()
+
+    def close(self) -> None:
+        """Stop the child if it still runs (the caller gave up early) and wait for it."""
+        if self.child is not None:
+            if self.child.is_alive():
+                self.child.kill()
+            self.child.join()
+            self.receive.close()
+            self.child = None
+
+
+def _steps_child(steps, send) -> None:
+    try:
+        for step in steps:
+            send.send(("ok", step()))
+    except BaseException:  # this step and the rest run in the parent, which then raises it as it would have
         send.send(("failed", None))
     finally:
         send.close()

@@ -14,9 +14,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from hydra.core.config_store import ConfigStore
-from omegaconf import OmegaConf
-
 from rlvr_sweep.config.rules import (
     EVEN, NON_EMPTY, WHEN_SET, above, at_least, between, each, matches, one_of, setting,
 )
@@ -271,6 +268,9 @@ def register_configs() -> None:
     """The schema as Hydra's `base_config`, and the `${pid:}` resolver of output folder names (cached,
     so a launch and its jobs agree on it, as Hydra's `${now:}`): two launches in the same second never
     share a Hydra output folder."""
+    from hydra.core.config_store import ConfigStore  # here: the schema itself is read without Hydra
+    from omegaconf import OmegaConf
+
     ConfigStore.instance().store(name="base_config", node=Config)
     if not OmegaConf.has_resolver("pid"):
         OmegaConf.register_new_resolver("pid", lambda: str(os.getpid()), use_cache=True)

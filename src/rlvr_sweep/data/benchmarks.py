@@ -10,13 +10,16 @@ registered makes its training rows.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rlvr_sweep.config import DataConfig
 from rlvr_sweep.data import toy_arith
 from rlvr_sweep.data.prepare import NUMBER
 from rlvr_sweep.data.jsonl import DataError, line_of, read_jsonl
 from rlvr_sweep.data.splits import SPLIT_NAMES
 from rlvr_sweep.data.tasks import BENCHMARKS, TASKS, Benchmark, task_rows
+
+if TYPE_CHECKING:  # a type only: reading data files needs no Hydra
+    from rlvr_sweep.config import DataConfig
 
 # benchmark name -> (JSONL file, rows kept); see data_file for where each file is looked up
 BENCHMARK_FILES = {

@@ -30,11 +30,14 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rlvr_sweep.config import DataConfig
 from rlvr_sweep.config.options import Option, Registry
 from rlvr_sweep.data.jsonl import DataError
 from rlvr_sweep.data.prompts import PROMPT_TEMPLATE, render_prompt
+
+if TYPE_CHECKING:  # a type here; built where a task's defaults are needed, so reading rows needs no Hydra
+    from rlvr_sweep.config import DataConfig
 
 ROW_FIELDS = ("id", "problem", "answer")
 
@@ -120,6 +123,8 @@ def task_rows(data: DataConfig) -> list[dict]:
 
 def _task_rows(task: str, bench: str, fn: Callable) -> Callable[[DataConfig], list[dict]]:
     def rows(data: DataConfig) -> list[dict]:
+        from rlvr_sweep.config import DataConfig
+
         option = TASKS[task]
         own = data if data.name == task else DataConfig(name=task, root=data.root)  # another task's run: defaults
         rows = checked_rows(_call(option, fn, own), option.task, f"benchmark {bench!r}", fn)
@@ -173,6 +178,7 @@ def task_checksums(name: str, root: str) -> list[tuple[str, int, str, str | None
     """(set, rows, sha256 of its rows, the task's declared sha256 or None) of a task's training rows and each
     of its benchmarks, at the task's default parameters (`data check --task`; the digests a run records as
     its `train` and `benchmark/<name>` inputs)."""
+    from rlvr_sweep.config import DataConfig
     from rlvr_sweep.io import rows_digest
 
     option = TASKS[name]

@@ -156,7 +156,15 @@ def shutdown() -> None:
     _WORKER.shutdown()
 
 
+def start_worker() -> None:
+    """Begin starting one Math-Verify worker, returning at once (nothing when the package is missing:
+    the first grade then says so)."""
+    if math_verify_available():
+        _WORKER.start(1)
+
+
 WARM_UPS: dict[str, Callable[[], bool]] = {"baseline": grading.warm_up, "math_verify": warm_up}  # by grader
+STARTS: dict[str, Callable[[], None]] = {"baseline": grading.start_worker, "math_verify": start_worker}  # no wait
 
 
 # ---------------------------------------------------------------- Math-Verify worker, child side

@@ -298,6 +298,11 @@ def warm_up() -> bool:
     return _WORKER.warm_up()
 
 
+def start_worker() -> None:
+    """Begin starting one worker and return at once (its sympy imports then run beside the caller's work)."""
+    _WORKER.start(1)
+
+
 def shutdown() -> None:
     """Stop the worker (a later symbolic check starts a new one)."""
     _WORKER.shutdown()

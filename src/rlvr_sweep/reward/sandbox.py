@@ -101,6 +101,7 @@ class SandboxWorker:
         self._live = 0  # children idle, busy or starting
         self._generation = 0  # bumped by shutdown: older children are killed when handed back
         self._failed_start_at = -1e9
+        self._ready = False  # a child has finished its imports since the last reset
         self.import_error: str | None = None  # set once `entry()` failed with import_failure set
 
     def _after_fork(self) -> None:
@@ -114,8 +115,8 @@ class SandboxWorker:
         The first call in a process that never warmed the pool up starts one child and waits for its
         imports; more are started only while every child is busy (a caller grading one answer at a time
         never pays for the others' imports)."""
-        if not self._live and not self.warm_up(children=1):
-            return None
+        if (not self._live or not self._ready) and not self.warm_up(children=1):
+            return None  # a child's start (a `start()` still under way included) is never charged to `limit`
         deadline = time.monotonic() + limit
         child = self._take(deadline)
         if child is None:
@@ -133,6 +134,13 @@ class SandboxWorker:
             self.counters.add("worker_deaths")
         self._replace(child)
         return None
+
+    def start(self, children: int = 1) -> None:
+        """Begin starting `children` children (up to `size`) and return at once: a caller that will
+        probably need the pool starts it beside its other work; its first `request` still waits for a
+        child's imports as a cold one would (up to the startup timeout, never its own `limit`)."""
+        with self._changed:
+            self._fill(children)
 
     def warm_up(self, children: int | None = None) -> bool:
         """Start the pool (`children` of it; all by default) and wait (up to the startup timeout) until
@@ -213,6 +221,7 @@ class SandboxWorker:
         child, why = _Child.start(self, generation)
         with self._changed:
             if child is not None and generation == self._generation:
+                self._ready = True
                 self._idle.append(child)
                 self._changed.notify_all()
                 return

@@ -32,10 +32,14 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rlvr_sweep.config import Config, identity_dict
+from rlvr_sweep.config import identity_dict
 from rlvr_sweep.io import file_sha256
 from rlvr_sweep.io.digest import rows_digest  # noqa: F401  (re-exported: a run's data inputs)
+
+if TYPE_CHECKING:
+    from rlvr_sweep.config import Config
 
 RUN_HASH_CHARS, GROUP_HASH_CHARS = 8, 12
 NOT_MODEL_FILES = ("LICENSE", "NOTICE")  # name prefixes of files no loader reads (with hidden and *.md files)

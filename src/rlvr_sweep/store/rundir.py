@@ -18,14 +18,15 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from omegaconf import OmegaConf
-
-from rlvr_sweep.config import Config, paper_arm, scaled_length
 from rlvr_sweep.io import atomic_write_bytes, atomic_write_json  # noqa: F401  (re-exported by store)
 from rlvr_sweep.store import schema
 from rlvr_sweep.store.manifest import MANIFEST, manifest_bytes
 from rlvr_sweep.store.walk import STALE_MARK, is_stale  # noqa: F401  (is_stale: re-exported)
+
+if TYPE_CHECKING:  # the writers below take a Config; the readers of run folders need no Hydra or OmegaConf
+    from rlvr_sweep.config import Config
 
 DONE_MARKER = "DONE"
 RUN_JSON = "run.json"
@@ -86,6 +87,8 @@ def read_run_json(run_dir: Path) -> dict:
 def prepare_run_dir(cfg: Config, run_dir: Path, why: str = "holds an unfinished run") -> Path | None:
     """Create the folder for a new run (the caller holds the run's lock). An unfinished folder is moved
     aside (returned), never reused or deleted; with `run.on_unfinished=error` it stops the run instead."""
+    from omegaconf import OmegaConf
+
     moved = None
     if run_dir.exists():
         if cfg.run.on_unfinished == "error":
@@ -143,6 +146,8 @@ def code_version() -> dict:
 def run_keys(cfg: Config, run_hash: str) -> dict:
     """The columns every table of the run carries: its identity, the paper arm it reproduces, and the
     lengths it actually used in this profile's tokens (`horizon` is in paper tokens)."""
+    from rlvr_sweep.config import paper_arm, scaled_length
+
     scale = cfg.profile.length_scale
     return {"arm": cfg.arm, "horizon": cfg.horizon.tokens, "seed": cfg.seed, "run_hash": run_hash,
             "paper_arm": paper_arm(cfg), "rollout_cap": scaled_length(cfg.horizon.tokens, scale),

@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from rlvr_sweep.analysis import load_sweep
-from rlvr_sweep.analysis.forked import COST, built, default_jobs
+from rlvr_sweep.analysis.forked import COST, Beside, built, default_jobs
 from rlvr_sweep.analysis.report import SELECTION, TABLES, TEST_TIME_TABLES, read_saved
 from rlvr_sweep.store import CollectError
 from rlvr_sweep.verify.attribution import attribution_problems
@@ -43,7 +43,7 @@ from rlvr_sweep.verify.ledgers import pair_problems, step_problems
 from rlvr_sweep.verify.rebuild import (
     markdown_problems, saved_problems, table1_problems, table2a_problems, table3_problems,
 )
-from rlvr_sweep.verify.regrade import format_disagreement, regrade_run
+from rlvr_sweep.verify.regrade import format_disagreement, regrade_run, start_grader
 from rlvr_sweep.verify.result import PassResult
 from rlvr_sweep.verify.step_stats import NOT_REDERIVED
 
@@ -53,14 +53,17 @@ REGRADE_SHARE = 0.6  # of PASS 1's runs regraded here; a child regrades the rest
 SPLIT_PASS1_FROM = 128
 
 
-def pass1(root, jobs: int | None = None, plugins: bool = False) -> PassResult:
+def pass1(root, jobs: int | None = None, plugins: bool = False, runs: list[Path] | None = None) -> PassResult:
     """With `jobs` > 1 (by default from `SPLIT_PASS1_FROM` runs, on more than one core), this process
     regrades the first `REGRADE_SHARE` of the runs and a forked child (`analysis.forked`) regrades the
     others and checks every folder's integrity (every file hashed, the weights included: about a third
     of a regrade's time); `jobs=1`: all here. Problems in run order. `plugins`: import each run's plugins to
-    re-derive what they decided (`plugin_runs`); without it, those parts are the pass's `unchecked`."""
+    re-derive what they decided (`plugin_runs`); without it, those parts are the pass's `unchecked`.
+    `runs`: the finished run folders under `root`, when the caller has found them."""
     root = Path(root)
-    runs = find_runs(root, finished_only=True)
+    runs = find_runs(root, finished_only=True) if runs is None else runs
+    if runs:
+        start_grader(runs[0])  # the sweep's grader, as a rule: its worker's imports beside the first reads
     grades = rollouts = intact = stds = 0
     problems, cache, unchecked = [], {}, []
     jobs = (default_jobs() if len(runs) >= SPLIT_PASS1_FROM else 1) if jobs is None else jobs
@@ -227,18 +230,20 @@ def warmup_only(sweep) -> list[str]:
 def run_all(root, tables_dir=None, echo=None, margin_items: int = 3, device: str = "cpu",
             plugins: bool = False) -> list[PassResult]:
     """PASS 1, 2, 3, 4 in order (each timed); `echo(result)` is called as each one ends, in that order.
-    PASS 2 runs beside PASS 1, in its own process (`Pass2Beside`); when it is still running as PASS 1
-    ends, PASS 3 runs meanwhile and both are echoed, PASS 2 first, once PASS 2 has answered. The sweep
-    is collected once, by PASS 3, and PASS 4 reads the same one."""
-    results = []
+    PASS 2 runs beside PASS 1, in its own process (`Pass2Beside`). Below `SPLIT_PASS1_FROM` runs, on more
+    than one core, PASS 3 and then PASS 4 run in a forked child (`forked.Beside`) while this process
+    regrades (PASS 1 is then one process, and the core PASS 2 leaves would otherwise idle); from there on
+    PASS 1 and PASS 3 each split over the cores, one after the other. Either way the results are echoed
+    in order, each as soon as it and those before it have ended. The sweep is collected once, for PASS 3
+    and 4."""
+    runs = find_runs(root, finished_only=True)  # bad input (no finished run) before any work starts
     load = _once(lambda: load_checked_sweep(root, tables_dir))
     beside = Pass2Beside.taken()  # started by the command line before its imports, or now
-
-    def timed(run) -> PassResult:
-        started = time.perf_counter()
-        result = run()
-        result.seconds = time.perf_counter() - started
-        return result
+    overlap = default_jobs() > 1 and len(runs) < SPLIT_PASS1_FROM
+    later = [lambda: timed(lambda: pass3(root, tables_dir, load, jobs=1 if overlap else None)),
+             lambda: timed(lambda: pass4(root, tables_dir, margin_items, device, load, plugins))]
+    third_fourth = Beside(later) if overlap else None
+    results = []
 
     def ended(*done: PassResult) -> None:
         for result in done:
@@ -247,16 +252,31 @@ def run_all(root, tables_dir=None, echo=None, margin_items: int = 3, device: str
                 echo(result)
 
     try:
-        ended(timed(lambda: pass1(root, plugins=plugins)))
-        if beside.done():
-            ended(beside.result(), timed(lambda: pass3(root, tables_dir, load)))  # PASS 2: its own seconds
+        ended(timed(lambda: pass1(root, plugins=plugins, runs=runs)))
+        if third_fourth is not None:
+            rest = third_fourth.results()
+            ended(beside.result(), next(rest))
+            ended(next(rest))
+        elif beside.done():
+            ended(beside.result(), later[0]())  # PASS 2: its own seconds
         else:  # torch's imports still running on the other core: PASS 3 meanwhile
-            third = timed(lambda: pass3(root, tables_dir, load))
+            third = later[0]()
             ended(beside.result(), third)
-        ended(timed(lambda: pass4(root, tables_dir, margin_items, device, load, plugins)))
+        if third_fourth is None:
+            ended(later[1]())
     finally:
         beside.close()
+        if third_fourth is not None:
+            third_fourth.close()
     return results
+
+
+def timed(run) -> PassResult:
+    """`run()`'s result with the seconds it took."""
+    started = time.perf_counter()
+    result = run()
+    result.seconds = time.perf_counter() - started
+    return result
 
 
 def _once(load):
