@@ -18,14 +18,15 @@ _HOMES = {
     **dict.fromkeys(["Option", "Registry"], "options"),
     **dict.fromkeys(["Config", "DTYPE_NAMES", "DataConfig", "EstimatorConfig", "EvalConfig", "GraderConfig",
         "HorizonConfig", "LoggerConfig", "ModelConfig", "OptimizerStepConfig", "ProfileConfig", "RewardConfig",
-        "RunConfig", "STD_KINDS", "SamplerConfig", "TASKS", "TrainConfig", "paper_arm", "register_configs",
+        "RunConfig", "STD_KINDS", "SamplerConfig", "SweepConfig", "TASKS", "TrainConfig", "paper_arm", "register_configs",
         "scaled_length"], "schema"),
 }
 
 __all__ = [
     "Config", "ConfigError", "DTYPE_NAMES", "DataConfig", "EstimatorConfig", "EvalConfig", "GraderConfig",
     "HorizonConfig", "LoggerConfig", "ModelConfig", "Option", "OptimizerStepConfig", "ProfileConfig", "Registry",
-    "RewardConfig", "RunConfig", "STD_KINDS", "SamplerConfig", "TASKS", "TrainConfig", "bookkeeping_keys",
+    "RewardConfig", "RunConfig", "STD_KINDS", "SamplerConfig", "SweepConfig", "TASKS", "TrainConfig",
+    "bookkeeping_keys",
     "build_config", "check_config", "check_keys", "combination_problems", "did_you_mean", "identity_dict",
     "no_such_setting", "paper_arm", "range_problems", "register_configs", "scaled_length", "unknown_keys",
 ]

@@ -226,6 +226,21 @@ class RunConfig:
 
 
 @dataclass
+class SweepConfig:
+    """A hyperparameter search's objective (docs/search.md): what a trial under a search sweeper (`hydra/sweeper=
+    optuna`) returns, read from its run's record. None of it changes a run: not part of the identity."""
+
+    # `trained.<benchmark>` / `base.<benchmark>` (accuracy) or a dotted key of run.json (`totals.seconds`);
+    # None: the validation split read out (math_val210, or the toy task's toy_heldout)
+    objective: Optional[str] = setting(None, NON_EMPTY, identity=False)
+    direction: str = setting("maximize", one_of("maximize", "minimize"), identity=False)
+    # a trial's value is the mean over these seeds, each its own run (None: the trial's `seed` alone)
+    objective_seeds: Optional[list[int]] = setting(None, each(between(0, 2**63 - 1)), identity=False)
+    # tuning on a benchmark the paper reports on (MATH-500, Ext240, Pool950) is refused unless this is true
+    allow_test_objective: bool = setting(False, identity=False)
+
+
+@dataclass
 class Config:
     # train: read out, train, read out; evaluate: read out model.path only (a saved run's model or
     # any save_pretrained folder), in its own run folder
@@ -252,6 +267,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig, metadata={"identity": False})  # no section in the hash
 
 
 def paper_arm(cfg: Config) -> str:

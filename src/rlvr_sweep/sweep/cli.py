@@ -21,6 +21,7 @@ from hydra.types import RunMode
 
 from rlvr_sweep.config import ConfigError, build_config, register_configs
 from rlvr_sweep.config.plugins import load_environment_plugins, plugin_frame
+from rlvr_sweep.sweep.search import is_search
 
 register_configs()  # also in a SLURM job process, which resolves its output folder with ${pid:}
 try:  # RLVR_SWEEP_PLUGINS: their options are config options before Hydra composes (a job process too)
@@ -72,6 +73,10 @@ def _hydra_entry(raw) -> dict:
 
     single = HydraConfig.get().mode == RunMode.RUN
     job_dir = Path(HydraConfig.get().runtime.output_dir)
+    if not single and is_search(HydraConfig.get().sweeper.get("_target_")):  # a search's trial: its value
+        from rlvr_sweep.sweep.trial import run_trial
+
+        return run_trial(raw, job_dir, HydraConfig.get().job.num, list(HydraConfig.get().overrides.task))
     try:
         cfg = build_config(raw)
         check_loggers(cfg.logger)
@@ -162,9 +167,15 @@ def _check_line(overrides: list[str]) -> None:
 
 def _preflight(overrides: list[str]) -> None:
     """Check every job of a sweep before Hydra launches (or submits) any of them."""
-    from rlvr_sweep.sweep.preflight import PreflightError, check_sweep
+    from rlvr_sweep.sweep.preflight import PreflightError, check_search, check_sweep, search_sweeper
 
     try:
+        if search_sweeper(str(CONF_DIR), overrides):
+            count, settled = check_search(str(CONF_DIR), overrides)
+            print(f"Preflight: checked the search space's {count} corner job(s); each trial is checked again as it "
+                  "starts", flush=True)
+            sys.argv += settled  # the sweeper's direction the objective's (docs/search.md)
+            return
         count = check_sweep(str(CONF_DIR), overrides)
     except PreflightError as err:
         print(f"Sweep not launched: {err}", file=sys.stderr, flush=True)

@@ -133,7 +133,118 @@ def check_sweep(conf_dir: str, overrides: list[str], record: bool = True) -> int
     return len(jobs)
 
 
-def located_jobs(conf_dir: str, overrides: list[str], check=None, located=None) -> list[dict]:
+def search_jobs(conf_dir: str, overrides: list[str]) -> list[list[str]]:
+    """The jobs that stand for a search's trials before any trial runs: a search space of any kind
+    (`interval`, `range`, `choice`, tagged or not; from the line or a preset's `hydra.sweeper.params`) has its
+    corners composed, built and planned: every key at its first value, then each key alone at each of its
+    other values (an interval's two ends, a range's first and last, every choice). A trial in between is
+    checked again as it starts (`sweep.trial`)."""
+    loader = GlobalHydra.instance().config_loader()
+    parser = OverridesParser.create(config_loader=loader)
+    fixed = [o.input_line for o in parser.parse_overrides(overrides) if not o.is_sweep_override()]
+    master = compose("config", overrides=fixed, return_hydra_config=True)
+    params = [f"{key}={value}" for key, value in (master.hydra.sweeper.get("params") or {}).items()]
+    last = {o.get_key_element(): o for o in parser.parse_overrides([*params, *overrides])}  # the line wins
+    kept = [o.input_line for o in last.values() if not o.is_sweep_override()]
+    swept = [(key, _corners(o)) for key, o in last.items() if o.is_sweep_override()]
+    first = {key: values[0] for key, values in swept}
+    jobs = [[*kept, *(f"{key}={value}" for key, value in first.items())]]
+    for key, values in swept:
+        jobs += [[*kept, *(f"{k}={value if k == key else v}" for k, v in first.items())] for value in values[1:]]
+    return jobs
+
+
+def _corners(o: Override) -> list[str]:
+    if o.is_interval_sweep():
+        return [str(o.value().start), str(o.value().end)]
+    values = list(o.sweep_string_iterator())
+    return [values[0], values[-1]] if o.is_range_sweep() and len(values) > 1 else values
+
+
+def search_sweeper(conf_dir: str, overrides: list[str]) -> str | None:
+    """The `_target_` of the line's sweeper when it searches (`sweep.search.is_search`), else None; a search
+    sweeper whose package is missing is a PreflightError naming the package."""
+    from rlvr_sweep.sweep.search import is_search
+
+    with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        parser = OverridesParser.create(config_loader=loader)
+        try:
+            fixed = [o.input_line for o in parser.parse_overrides(overrides) if not o.is_sweep_override()]
+            target = _compose_with_hydra(fixed).hydra.sweeper.get("_target_")
+        except Exception as err:  # the line's own mistake: said by the grid's preflight, or the missing plugin
+            if any("hydra/sweeper=optuna" in o for o in overrides) and not _importable("hydra_plugins.hydra_optuna_sweeper"):
+                raise PreflightError(OPTUNA_MISSING) from err
+            return None
+    if not is_search(target):
+        return None
+    module = str(target).rsplit(".", 1)[0]
+    if not _importable(module):
+        raise PreflightError(OPTUNA_MISSING if "optuna" in str(target).lower()
+                             else f"the sweeper {target} does not import: is its package installed?")
+    return str(target)
+
+
+OPTUNA_MISSING = ("hydra/sweeper=optuna needs the hydra-optuna-sweeper package: pip install 'rlvr_sweep[search]' "
+                  "(docs/search.md)")
+
+
+def _importable(module: str) -> bool:
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+def check_search(conf_dir: str, overrides: list[str]) -> tuple[int, list[str]]:
+    """A search's preflight (`search_jobs`): its corners composed, built, located and planned as a grid's
+    jobs are, its objective resolved on each (`sweep.search.objective_of`: the test-benchmark guard). Returns
+    (corner jobs checked, overrides the line gains): a sweeper with a `direction` of its own takes the
+    objective's (`sweep.direction`) unless the line sets it, and then they must agree; Optuna's sweeper
+    becomes `CheckedOptunaSweeper` (the same, ending in one line where every trial failed), its failure rate
+    1.0 unless the line sets one (a failed trial returns a marker, never raises). No launch record
+    is written: the trials are recorded as they run (`sweep.search`)."""
+    from rlvr_sweep.run import plan
+    from rlvr_sweep.run.loggers import check_loggers
+    from rlvr_sweep.store import is_finished
+    from rlvr_sweep.sweep.search import objective_of
+
+    def check(cfg, run_dir) -> None:
+        check_loggers(cfg.logger)
+        objective_of(cfg)
+        if not is_finished(run_dir):
+            plan(cfg)
+
+    jobs = located_jobs(conf_dir, overrides, check, expand=search_jobs, what="corner")
+    with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
+        parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
+        fixed = [o.input_line for o in parser.parse_overrides(overrides) if not o.is_sweep_override()]
+        composed = _compose_with_hydra(fixed)
+    sweeper, wanted, settled = composed.hydra.sweeper, composed.sweep.direction, []
+    if "direction" in sweeper:
+        given = [o for o in overrides if o.startswith("hydra.sweeper.direction=")]
+        if not given:
+            settled.append(f"hydra.sweeper.direction={wanted}")
+        elif str(sweeper.direction) != wanted:
+            raise PreflightError(f"hydra.sweeper.direction={sweeper.direction} but sweep.direction={wanted}: the "
+                                 "search would optimise its objective the wrong way; set sweep.direction alone "
+                                 "(the sweeper follows it)")
+    if sweeper.get("_target_") == OPTUNA_SWEEPER:
+        settled.append(f"hydra.sweeper._target_={CHECKED_OPTUNA}")
+        if not any(o.startswith("hydra.sweeper.max_failure_rate=") for o in overrides):
+            settled.append("hydra.sweeper.max_failure_rate=1.0")  # a failed trial is recorded, never fatal
+    return len(jobs), settled
+
+
+OPTUNA_SWEEPER = "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"
+CHECKED_OPTUNA = "hydra_plugins.rlvr_sweep_launchers.search.CheckedOptunaSweeper"
+
+
+def located_jobs(conf_dir: str, overrides: list[str], check=None, located=None, expand=None,
+                 what: str = "job") -> list[dict]:
     """Every job of the sweep composed, built and located (`run.plan.locate`), as `job_record`s, each
     passed to `located(job, n_jobs)` as soon as it is located; then each is passed to `check(cfg,
     run_dir)` (the long part: every job is located, and recorded, before any is checked). The first job
@@ -143,7 +254,7 @@ def located_jobs(conf_dir: str, overrides: list[str], check=None, located=None) 
     found = []
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
         try:
-            jobs = sweep_jobs(conf_dir, job_part(overrides))
+            jobs = (expand or sweep_jobs)(conf_dir, job_part(overrides))
             _compose_hydra_settings(jobs[0] if jobs else [], overrides)
         except Exception as err:  # the line itself: an unknown option, key or value
             raise PreflightError(f"the command line ({' '.join(overrides)}): {one_line(err)}") from err
@@ -153,7 +264,7 @@ def located_jobs(conf_dir: str, overrides: list[str], check=None, located=None) 
                 cfg = build_config(next(configs))
                 where = locate(cfg)
             except Exception as err:
-                raise PreflightError(f"job {number} of {len(jobs)} ({' '.join(job)}): {one_line(err)}") from err
+                raise PreflightError(f"{what} {number} of {len(jobs)} ({' '.join(job)}): {one_line(err)}") from err
             found.append((job_record(number, job, cfg, where.run_dir, where.identity.run), cfg, where.run_dir))
             if located:
                 located(found[-1][0], len(jobs))
@@ -161,7 +272,7 @@ def located_jobs(conf_dir: str, overrides: list[str], check=None, located=None) 
             try:
                 check(cfg, run_dir)
             except Exception as err:
-                raise PreflightError(f"job {record['number']} of {len(jobs)} ({' '.join(record['overrides'])}): "
+                raise PreflightError(f"{what} {record['number']} of {len(jobs)} ({' '.join(record['overrides'])}): "
                                      f"{one_line(err)}") from err
     return [record for record, _, _ in found]
 

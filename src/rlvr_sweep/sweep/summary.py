@@ -81,19 +81,21 @@ def sweep_infos(sweep_dir: Path) -> list[dict]:
         pointer, error, busy = job / POINTER, job / JOB_ERROR, job / BUSY
         if not (pointer.is_file() or error.is_file() or busy.is_file()):
             continue  # not a job folder of ours
-        run_dir = Path(pointer.read_text().strip()) if pointer.is_file() else None
-        try:
-            info = store.read_run_json(run_dir) if run_dir else {}
-        except (OSError, ValueError):
-            info = {"run_dir": str(run_dir), "status": "no run.json"}
-        if (job / SKIPPED).is_file():
-            info["skipped"] = True
-        if busy.is_file():
-            info.update(status="busy", error=busy.read_text().strip(), run_dir=str(run_dir))
-        if error.is_file():
-            info.update(status="failed", error=error.read_text().splitlines()[0])
-            info.setdefault("run_dir", f"(job {job.name})")
-        infos.append(info)
+        # one run folder a line: a search's trial averaged over seeds has one per seed
+        run_dirs = [Path(line) for line in pointer.read_text().splitlines() if line.strip()] if pointer.is_file() else []
+        for run_dir in run_dirs or [None]:
+            try:
+                info = store.read_run_json(run_dir) if run_dir else {}
+            except (OSError, ValueError):
+                info = {"run_dir": str(run_dir), "status": "no run.json"}
+            if (job / SKIPPED).is_file():
+                info["skipped"] = True
+            if busy.is_file():
+                info.update(status="busy", error=busy.read_text().strip(), run_dir=str(run_dir))
+            if error.is_file() and info.get("status") != "finished":
+                info.update(status="failed", error=error.read_text().splitlines()[0])
+                info.setdefault("run_dir", f"(job {job.name})")
+            infos.append(info)
     return infos
 
 
@@ -102,8 +104,18 @@ def _job_number(name: str) -> int:
 
 
 class SweepSummaryCallback(Callback):
+    def on_multirun_start(self, config, **kwargs) -> None:
+        if _searching(config):
+            from rlvr_sweep.sweep.search import search_dir, write_start
+
+            write_start(search_dir(config.run.out_root, config.hydra.sweep.dir), list(config.hydra.overrides.task),
+                        _objective(config), config.sweep.direction, config.hydra.sweeper._target_,
+                        config.hydra.sweep.dir)
+
     def on_multirun_end(self, config, **kwargs) -> None:
         infos = sweep_infos(Path(config.hydra.sweep.dir))
+        if _searching(config):
+            return _end_search(config, infos)
         if not infos:
             return
         print("\nSweep summary (greedy accuracy, %):\n" + format_summary(infos), flush=True)
@@ -118,3 +130,48 @@ class SweepSummaryCallback(Callback):
         if counts.get("busy"):
             raise SystemExit(3)  # runs held by another process: not done here, not failed either
 
+
+
+def _searching(config) -> bool:
+    from rlvr_sweep.sweep.search import is_search
+
+    return is_search(config.hydra.sweeper.get("_target_"))
+
+
+def _objective(config) -> str:
+    """The search's objective as its trials resolve it (the line was checked by the preflight)."""
+    import copy
+
+    from omegaconf import open_dict
+
+    from rlvr_sweep.config import build_config
+    from rlvr_sweep.sweep.search import objective_of
+
+    try:
+        raw = copy.deepcopy(config)
+        with open_dict(raw):
+            del raw["hydra"]  # Hydra's own node: its sweep folder's job number is not set in the launcher
+        return objective_of(build_config(raw))
+    except Exception:  # noqa: BLE001  (a swept key the fixed part cannot build: each trial resolves its own)
+        return str(config.sweep.objective or "the validation split")
+
+
+def _end_search(config, infos: list[dict]) -> None:
+    """The runs' summary, then the search's: each trial's value or why it failed, and the best; written to
+    `summary.json` beside the trials. Exit 1 when no trial completed."""
+    from rlvr_sweep.io import atomic_write_json
+    from rlvr_sweep.sweep.search import best_trial, differing, read_search, search_dir, summary_lines
+
+    if infos:
+        print("\nSweep summary (greedy accuracy, %):\n" + format_summary(infos), flush=True)
+    folder = search_dir(config.run.out_root, config.hydra.sweep.dir)
+    meta, trials, problems = read_search(folder)
+    for line in [*summary_lines(meta, trials, differing(meta)), *problems]:
+        print(line, flush=True)
+    best = best_trial(trials, meta.get("direction", "maximize"))
+    atomic_write_json(folder / "summary.json", {
+        "objective": meta.get("objective"), "direction": meta.get("direction"), "trials": len(trials),
+        "failed": sum(t["status"] == "failed" for t in trials), "best": best})
+    print(f"search record: {folder}", flush=True)
+    if best is None:
+        raise SystemExit(1)

@@ -1,0 +1,70 @@
+"""One trial of a hyperparameter search (`sweep.search`): the job a search sweeper launches.
+
+The trial's config is built and checked, its objective resolved (`search.objective_of`: the test-benchmark
+guard included) and every run it needs (one per `sweep.objective_seeds`, else its own seed) located and
+planned before any of them trains, as a grid's preflight plans its jobs; a finished run is read, not run
+again. The trial returns the objective's mean over its runs; a trial that is refused or fails returns
+`search.failed_trial(why)` and says why in one line, in the log and in its `trial_<n>.json`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import traceback
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from rlvr_sweep.config import build_config
+from rlvr_sweep.config.plugins import plugin_frame
+from rlvr_sweep.sweep.search import failed_trial, objective_of, search_dir, value_of, write_trial
+from rlvr_sweep.sweep.summary import JOB_ERROR, POINTER
+
+log = logging.getLogger(__name__)
+
+
+def run_trial(raw, job_dir: Path, number: int, overrides: list[str]):
+    """The trial's value (a float), or `failed_trial(why)`."""
+    from rlvr_sweep.run.loggers import check_loggers
+    from rlvr_sweep.run.plan import finished_as_left, locate
+
+    folder = search_dir(OmegaConf.select(raw, "run.out_root", default="outputs/runs"), job_dir.parent)
+    record = {"overrides": list(overrides)}
+    try:
+        cfg = build_config(raw)
+        check_loggers(cfg.logger)
+        record["objective"] = objective = objective_of(cfg)
+        configs = [dataclasses.replace(cfg, seed=seed) for seed in (cfg.sweep.objective_seeds or [cfg.seed])]
+        located = [(c, locate(c)) for c in configs]  # every run of the trial checked before any trains
+        (job_dir / POINTER).write_text("".join(f"{where.run_dir.resolve()}\n" for _, where in located))
+        left = [(c, where) for c, where in located if finished_as_left(where.run_dir) is None]
+        if left:
+            from rlvr_sweep.run import plan, run_plan  # torch and transformers: only when a run is left to run
+
+            plans = {id(c): plan(c) for c, _ in left}
+        runs, values = [], []
+        for c, where in located:
+            info = finished_as_left(where.run_dir) or run_plan(plans[id(c)])
+            values.append(value_of(info, objective))
+            runs.append({"run_dir": str(Path(where.run_dir).resolve().relative_to(Path(c.run.out_root).resolve())),
+                         "run_hash": info.get("run_hash"), "seed": c.seed, "value": values[-1],
+                         "skipped": bool(info.get("skipped"))})
+    except Exception as err:  # a refused or failed trial is the search's to record, not the end of it
+        said = _one_line(err)
+        log.error("trial %d failed: %s", number, said)
+        (job_dir / JOB_ERROR).write_text(f"{said}\n\n{traceback.format_exc()}")
+        write_trial(folder, number, {**record, "status": "failed", "error": said})
+        return failed_trial(said)
+    value = sum(values) / len(values)
+    write_trial(folder, number, {**record, "status": "ok", "value": value, "runs": runs})
+    log.info("trial %d: %s = %.4f (%d run%s)", number, objective, value, len(runs), "" if len(runs) == 1 else "s")
+    return value
+
+
+def _one_line(err: Exception) -> str:
+    frame = plugin_frame(err.__traceback__)
+    if frame is not None:  # the researcher's own code raised it (CONVENTIONS #20)
+        return f"plugin {frame.module} raised {type(err).__name__}: {err} in {frame}"
+    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
