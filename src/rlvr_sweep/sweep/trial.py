@@ -39,12 +39,13 @@ def run_trial(raw, job_dir: Path, number: int, overrides: list[str]):
         located = [(c, locate(c)) for c in configs]  # every run of the trial checked before any trains
         (job_dir / POINTER).write_text("".join(f"{where.run_dir.resolve()}\n" for _, where in located))
         done = [finished_as_left(where.run_dir) for _, where in located]
+        plans = [None] * len(done)
         if any(info is None for info in done):
             from rlvr_sweep.run import plan, run_plan  # torch and transformers: only when a run is left to run
 
             plans = [plan(c) if info is None else None for (c, _), info in zip(located, done)]
         runs, values = [], []
-        for (c, where), info, planned in zip(located, done, plans if any(i is None for i in done) else done):
+        for (c, where), info, planned in zip(located, done, plans):
             info = info or run_plan(planned)
             values.append(value_of(info, objective))
             runs.append({"run_dir": str(Path(where.run_dir).resolve().relative_to(Path(c.run.out_root).resolve())),
