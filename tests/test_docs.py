@@ -3,7 +3,8 @@
 The commands are the lines of their ```bash blocks (a trailing backslash joins lines; `VAR=value`
 prefixes and comments are dropped). What is checked, by kind:
 - `python -m rlvr_sweep <overrides>` (a run or a sweep): the line composes with Hydra as the command
-  line would compose it (normalised as `python -m rlvr_sweep` does; a sweep's first and last job);
+  line would compose it (normalised as `python -m rlvr_sweep` does; a sweep's first and last job, a
+  search's first and last corner);
 - `python -m rlvr_sweep status ...` and `python -m rlvr_sweep.<stage> ...`: the stage's own argument
   parser accepts it (a misspelt option or subcommand fails here);
 - `python bench/<file>.py`, `bash <file>`, `jupyter execute <notebook>`: the file exists.
@@ -122,7 +123,7 @@ def check_stage_line(stage: str, args: list[str]) -> None:
 
 def check_run_line(args: list[str]) -> None:
     from rlvr_sweep.sweep.cli import MULTIRUN_FLAGS, normalize_argv
-    from rlvr_sweep.sweep.preflight import job_configs, job_part, sweep_jobs
+    from rlvr_sweep.sweep.preflight import job_configs, job_part, search_jobs, search_sweeper, sweep_jobs
 
     if args[:1] == ["status"]:
         from rlvr_sweep.sweep.status_cli import _parser
@@ -137,8 +138,9 @@ def check_run_line(args: list[str]) -> None:
         return
     args = [a for a in args if a != WHOLE]  # `$COMMON`: settings set elsewhere in the block
     line = [a for a in normalize_argv(["rlvr_sweep", *args])[1:] if a not in MULTIRUN_FLAGS and not a.startswith("--")]
+    expand = search_jobs if search_sweeper(str(CONF_DIR), line) else sweep_jobs  # a search: its corners
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        jobs = sweep_jobs(str(CONF_DIR), job_part(line))
+        jobs = expand(str(CONF_DIR), job_part(line))
         if len(jobs) > 1:  # one job is the line itself, which sweep_jobs has composed
             list(job_configs([jobs[0], jobs[-1]]))  # composed as the preflight composes them
 

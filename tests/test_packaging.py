@@ -109,7 +109,8 @@ def test_one_version_everywhere_and_printed():
     assert tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"] == __version__
     citation = (REPO / "CITATION.cff").read_text()
     assert f"\nversion: {__version__}\n" in citation and "license: Apache-2.0" in citation
-    releases = [line for line in (REPO / "CHANGELOG.md").read_text().splitlines() if line.startswith("## [")]
+    releases = [line for line in (REPO / "CHANGELOG.md").read_text().splitlines()
+                if line.startswith("## [") and line != "## [Unreleased]"]  # changes not yet released: above
     assert releases[0].startswith(f"## [{__version__}] - ")
     assert "Apache License" in (REPO / "LICENSE").read_text()[:200]
     for command in ([sys.executable, "-m", "rlvr_sweep", "--version"], [sys.executable, "-m", "rlvr_sweep", "-V"]):

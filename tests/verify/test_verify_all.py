@@ -51,6 +51,8 @@ def test_verify_all_fails_on_a_damaged_run(smoke_sweep, tmp_path):
 def test_a_late_pass2_lets_pass3_run_meanwhile_and_the_lines_keep_their_order(smoke_sweep, tmp_path, monkeypatch):
     from rlvr_sweep.verify import beside, passes
 
+    monkeypatch.setattr(passes, "default_jobs", lambda: 1)  # one core: PASS 3 in this process, after PASS 1
+
     go = tmp_path / "go"  # PASS 2 waits for PASS 3 to start, as torch's imports may on a busy machine
     (tmp_path / "late_pass2.py").write_text(f"import os, runpy, time\nwhile not os.path.exists({str(go)!r}):\n"
                                             "    time.sleep(0.05)\n"
@@ -75,3 +77,22 @@ def test_a_late_pass2_lets_pass3_run_meanwhile_and_the_lines_keep_their_order(sm
     results = passes.run_all(smoke_sweep, echo=lambda r: echoed.append(r.name))
     assert seen == [False] and echoed == ["PASS 1", "PASS 2", "PASS 3", "PASS 4"]
     assert all(r.ok for r in results) and "(0.50, 0.50)" in results[1].summary
+
+
+def test_on_two_cores_pass3_and_4_run_in_a_forked_child_and_the_lines_keep_their_order(smoke_sweep, tmp_path,
+                                                                                        monkeypatch):
+    from rlvr_sweep.verify import passes
+
+    monkeypatch.setattr(passes, "default_jobs", lambda: 2)
+    where = tmp_path / "pass3_pid"
+    pass3 = passes.pass3
+
+    def recorded_pass3(*args, **kwargs):
+        where.write_text(str(os.getpid()))
+        return pass3(*args, **kwargs)
+
+    monkeypatch.setattr(passes, "pass3", recorded_pass3)
+    echoed = []
+    results = passes.run_all(smoke_sweep, echo=lambda r: echoed.append(r.name))
+    assert echoed == ["PASS 1", "PASS 2", "PASS 3", "PASS 4"] and [r.name for r in results] == echoed
+    assert all(r.ok for r in results) and int(where.read_text()) != os.getpid()

@@ -203,7 +203,9 @@ def check_search(conf_dir: str, overrides: list[str]) -> tuple[int, list[str]]:
     """A search's preflight (`search_jobs`): its corners composed, built, located and planned as a grid's
     jobs are, its objective resolved on each (`sweep.search.objective_of`: the test-benchmark guard). Returns
     (corner jobs checked, overrides the line gains): a sweeper with a `direction` of its own takes the
-    objective's (`sweep.direction`) unless the line sets it, and then they must agree; Optuna's sweeper
+    objective's (`sweep.direction`) unless the line sets it, and then they must agree; a sampler with an unset
+    seed is seeded with the line's `seed` (so a relaunch proposes the same trials, finds their runs finished
+    and reads them; `hydra.sweeper.sampler.seed=null` on the line keeps it unseeded); Optuna's sweeper
     becomes `CheckedOptunaSweeper` (the same, ending in one line where every trial failed), its failure rate
     1.0 unless the line sets one (a failed trial returns a marker, never raises). No launch record
     is written: the trials are recorded as they run (`sweep.search`)."""
@@ -212,13 +214,15 @@ def check_search(conf_dir: str, overrides: list[str]) -> tuple[int, list[str]]:
     from rlvr_sweep.store import is_finished
     from rlvr_sweep.sweep.search import objective_of
 
-    def check(cfg, run_dir) -> None:
+    def settings(cfg) -> None:
         check_loggers(cfg.logger)
         objective_of(cfg)
+
+    def check(cfg, run_dir) -> None:
         if not is_finished(run_dir):
             plan(cfg)
 
-    jobs = located_jobs(conf_dir, overrides, check, expand=search_jobs, what="corner")
+    jobs = located_jobs(conf_dir, overrides, check, expand=search_jobs, what="corner", built=settings)
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
         parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
         fixed = [o.input_line for o in parser.parse_overrides(overrides) if not o.is_sweep_override()]
@@ -232,6 +236,10 @@ def check_search(conf_dir: str, overrides: list[str]) -> tuple[int, list[str]]:
             raise PreflightError(f"hydra.sweeper.direction={sweeper.direction} but sweep.direction={wanted}: the "
                                  "search would optimise its objective the wrong way; set sweep.direction alone "
                                  "(the sweeper follows it)")
+    sampler = sweeper.get("sampler")
+    if (sampler is not None and "seed" in sampler and sampler.seed is None
+            and not any(o.startswith("hydra.sweeper.sampler.seed=") for o in overrides)):
+        settled.append(f"hydra.sweeper.sampler.seed={composed.seed}")  # a relaunch proposes the same trials
     if sweeper.get("_target_") == OPTUNA_SWEEPER:
         settled.append(f"hydra.sweeper._target_={CHECKED_OPTUNA}")
         if not any(o.startswith("hydra.sweeper.max_failure_rate=") for o in overrides):
@@ -244,11 +252,12 @@ CHECKED_OPTUNA = "hydra_plugins.rlvr_sweep_launchers.search.CheckedOptunaSweeper
 
 
 def located_jobs(conf_dir: str, overrides: list[str], check=None, located=None, expand=None,
-                 what: str = "job") -> list[dict]:
-    """Every job of the sweep composed, built and located (`run.plan.locate`), as `job_record`s, each
-    passed to `located(job, n_jobs)` as soon as it is located; then each is passed to `check(cfg,
-    run_dir)` (the long part: every job is located, and recorded, before any is checked). The first job
-    that fails raises PreflightError naming it."""
+                 what: str = "job", built=None) -> list[dict]:
+    """Every job of the sweep composed, built (then `built(cfg)`: a check of the settings alone, before any
+    file is looked for) and located (`run.plan.locate`), as `job_record`s, each passed to `located(job,
+    n_jobs)` as soon as it is located; then each is passed to `check(cfg, run_dir)` (the long part: every
+    job is located, and recorded, before any is checked). The first job that fails raises PreflightError
+    naming it."""
     from rlvr_sweep.run.plan import locate
 
     found = []
@@ -262,6 +271,8 @@ def located_jobs(conf_dir: str, overrides: list[str], check=None, located=None, 
         for number, job in enumerate(jobs, start=1):
             try:
                 cfg = build_config(next(configs))
+                if built:
+                    built(cfg)
                 where = locate(cfg)
             except Exception as err:
                 raise PreflightError(f"{what} {number} of {len(jobs)} ({' '.join(job)}): {one_line(err)}") from err

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from rlvr_sweep.config import ConfigError
 from rlvr_sweep.io import atomic_write_json
+from rlvr_sweep.sweep.records import Problems
 
 SEARCHES = ".searches"
 GRID_SWEEPERS = ("hydra_plugins.rlvr_sweep_launchers.sweeper.CheckedSweeper",
@@ -55,6 +56,11 @@ def objective_of(cfg) -> str:
                               f"is read out (eval.benchmarks={list(cfg.eval.benchmarks)}): name the objective, "
                               "e.g. sweep.objective=trained.<benchmark>")
         name = f"{'eval' if cfg.task == 'evaluate' else 'trained'}.{split}"
+    seeds = list(cfg.sweep.objective_seeds or [])
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        raise ConfigError(f"sweep.objective_seeds={seeds}: seed {twice[0]} given twice (each seed is one run, "
+                          "counted once in the trial's mean)")
     parts = name.split(".")
     tested = [p for p in parts if p in TEST_BENCHMARKS]
     if tested and not cfg.sweep.allow_test_objective:
@@ -106,12 +112,14 @@ def search_dir(out_root, sweep_dir) -> Path:
     return Path(out_root) / SEARCHES / search_id(sweep_dir)
 
 
-def write_start(folder: Path, line: list[str], objective: str, direction: str, sweeper: str, sweep_dir) -> None:
-    """search.json, once, as the search starts (a relaunch into the same folder keeps the first)."""
+def write_start(folder: Path, line: list[str], objective: str, direction: str, sweeper: str, sweep_dir,
+                swept: list[str]) -> None:
+    """search.json, once, as the search starts (a relaunch into the same folder keeps the first); `swept`:
+    the keys the search varies, which tell its trials apart in the summaries."""
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "search.json").is_file():
         atomic_write_json(folder / "search.json", {
-            "line": line, "objective": objective, "direction": direction, "sweeper": sweeper,
+            "line": line, "objective": objective, "direction": direction, "sweeper": sweeper, "swept": swept,
             "sweep_dir": str(Path(sweep_dir).resolve()), "started": time.time()})
 
 
@@ -121,10 +129,10 @@ def write_trial(folder: Path, number: int, record: dict) -> None:
 
 
 # ---------------------------------------------------------------- reading (untrusted, CONVENTIONS #21)
-def read_search(folder: Path) -> tuple[dict, list[dict], list[str]]:
+def read_search(folder: Path, problems: Problems | None = None) -> tuple[dict, list[dict], Problems]:
     """(search.json, the trials in number order, problems): each file and field checked as it is read; a
-    file that cannot be read is a problem line, never an exception."""
-    problems: list[str] = []
+    file or field that cannot be read is a line of `problems` (`sweep.records.Problems`), never an exception."""
+    problems = Problems() if problems is None else problems
     meta = _read_json(folder / "search.json", problems) or {}
     trials = []
     for path in sorted(folder.glob("trial_*.json")):
@@ -134,14 +142,14 @@ def read_search(folder: Path) -> tuple[dict, list[dict], list[str]]:
         number, status = trial.get("number"), trial.get("status")
         value = trial.get("value")
         if isinstance(number, bool) or not isinstance(number, int):
-            problems.append(f"{path}: number: {number!r} is not a trial number")
+            problems.wrong(path, "number", f"{number!r} is not a trial number")
             continue
         if status not in ("ok", "failed"):
-            problems.append(f"{path}: status: {status!r} is neither 'ok' nor 'failed'")
+            problems.wrong(path, "status", f"{status!r} is neither 'ok' nor 'failed'")
             continue
         if status == "ok" and (isinstance(value, bool) or not isinstance(value, (int, float))
                                or not math.isfinite(value)):
-            problems.append(f"{path}: value: {value!r} is not a number")
+            problems.wrong(path, "value", f"{value!r} is not a number")
             continue
         overrides = trial.get("overrides")
         trials.append({"number": number, "status": status, "value": value if status == "ok" else None,
@@ -152,14 +160,14 @@ def read_search(folder: Path) -> tuple[dict, list[dict], list[str]]:
     return meta, trials, problems
 
 
-def _read_json(path: Path, problems: list[str]) -> dict | None:
+def _read_json(path: Path, problems: Problems) -> dict | None:
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as err:
-        problems.append(f"{path}: not read: {type(err).__name__}: {err}")
+        problems.not_read(path, f"{type(err).__name__}: {err}")
         return None
     if not isinstance(data, dict):
-        problems.append(f"{path}: not read: not a JSON object")
+        problems.not_read(path, "not a JSON object")
         return None
     return data
 
@@ -190,14 +198,9 @@ def summary_lines(meta: dict, trials: list[dict], what_differs=None) -> list[str
 
 
 def swept_keys(meta: dict) -> set[str]:
-    """The keys the search line sweeps (`train.lr` of `train.lr=interval(...)`), from search.json's line."""
-    keys = set()
-    for item in meta.get("line") or []:
-        if isinstance(item, str) and "=" in item:
-            key, value = item.split("=", 1)
-            if value.startswith(("interval(", "range(", "choice(", "tag(")) or "," in value:
-                keys.add(key.lstrip("+~"))
-    return keys
+    """The keys the search varies (`train.lr` of `train.lr=interval(...)`), as search.json names them."""
+    swept = meta.get("swept")
+    return {str(k).lstrip("+~") for k in swept} if isinstance(swept, list) else set()
 
 
 def differing(meta: dict):
@@ -209,3 +212,32 @@ def differing(meta: dict):
         return " ".join(own or trial["overrides"])
 
     return shown
+
+
+def searches(root, problems) -> list[dict]:
+    """Each search recorded under `root/.searches` (for `status`): its objective, its trials' counts and
+    its best trial ({search, objective, direction, trials, done, failed, best, best_value}); what could not
+    be read goes to `problems` (`sweep.records.Problems`)."""
+    home = Path(root) / SEARCHES
+    found = []
+    for folder in sorted(p for p in home.iterdir() if p.is_dir()) if home.is_dir() else []:
+        meta, trials, _ = read_search(folder, problems)
+        direction = meta.get("direction") if meta.get("direction") in ("maximize", "minimize") else "maximize"
+        best = best_trial(trials, direction)
+        found.append({"search": folder.name, "objective": str(meta.get("objective", "?")), "direction": direction,
+                      "trials": len(trials), "done": sum(t["status"] == "ok" for t in trials),
+                      "failed": sum(t["status"] == "failed" for t in trials),
+                      "best": differing(meta)(best) if best else None,
+                      "best_value": best["value"] if best else None})
+    return found
+
+
+def search_lines(found: list[dict]) -> list[str]:
+    """`status`'s lines for the searches `searches` found."""
+    lines = []
+    for s in found:
+        best = (f"best {s['objective']} = {s['best_value']:.4f} ({s['best']})" if s["best"] is not None
+                else "no trial completed")
+        lines.append(f"  {s['search']}: {s['trials']} trial(s), {s['done']} done, {s['failed']} failed; "
+                     f"{s['direction']}; {best}")
+    return [f"{len(found)} search{'' if len(found) == 1 else 'es'} (.searches):", *lines] if found else []

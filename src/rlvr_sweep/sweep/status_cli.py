@@ -7,7 +7,8 @@
                                                              # the runs this sweep would make, and what a
                                                              # relaunch would do with each
 
-The states are described in `rlvr_sweep.sweep.status`. Exit 0 when the rows were read (a file read in
+The states are described in `rlvr_sweep.sweep.status`; below them, each hyperparameter search recorded
+under ROOT (its trials, and the best so far: docs/search.md). Exit 0 when the rows were read (a file read in
 part, or not at all, is named below the table, or on stderr with `--json`; it never hides the other
 runs), 2 on a bad root or a sweep command that does not compose (one line naming the problem).
 """
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 
 from rlvr_sweep.sweep.records import Problems
+from rlvr_sweep.sweep.search import search_lines, searches
 from rlvr_sweep.sweep.status import STATES, planned_report, sweep_report, totals
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -41,8 +43,8 @@ def main(argv: list[str]) -> int:
         print(f"status: error: {args.root} is not a folder", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        read = (lambda: sweep_report(args.root)) if sweep_args is None else _planned(sweep_args)
-        rows, problems = read()
+        read = (lambda: _report(args.root)) if sweep_args is None else _planned(sweep_args)
+        rows, problems, found = read()
     except ValueError as err:
         print(f"status: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -53,24 +55,31 @@ def main(argv: list[str]) -> int:
             print(f"status: {_printable(line)}", file=sys.stderr)
         return EXIT_OK
     if args.watch is None:
-        print("\n".join(render(rows, planned=planned, runs=args.runs, problems=problems)))
+        print("\n".join(render(rows, planned=planned, runs=args.runs, problems=problems, searches=found)))
         return EXIT_OK
-    return _watch(read, rows, problems, args, planned)
+    return _watch(read, (rows, problems, found), args, planned)
 
 
-def _watch(read, rows, problems, args, planned: bool) -> int:
+def _report(root):
+    """The runs' rows, what could not be read, and the searches recorded under `root` (docs/search.md)."""
+    rows, problems = sweep_report(root)
+    return rows, problems, searches(root, problems)
+
+
+def _watch(read, report, args, planned: bool) -> int:
     """Redraw until Ctrl-C. A bad file is a note on the screen like any other; should reading itself
     fail (a bug), the screen says so above the last rows read and the watch goes on."""
     read_at, failure = time.strftime("%H:%M:%S"), ""
     try:
         while True:
-            screen = render(rows, planned=planned, runs=args.runs, problems=problems)
+            rows, problems, found = report
+            screen = render(rows, planned=planned, runs=args.runs, problems=problems, searches=found)
             sys.stdout.write("\x1b[H\x1b[2J" + time.strftime("%H:%M:%S ") + f"(every {args.watch:g}s, Ctrl-C ends)\n"
                              + failure + "\n".join(screen) + "\n")
             sys.stdout.flush()
             time.sleep(args.watch)
             try:
-                rows, problems = read()
+                report = read()
                 read_at, failure = time.strftime("%H:%M:%S"), ""
             except Exception as err:  # noqa: BLE001  (a bug of ours must not end the watch of a long sweep)
                 failure = (f"reading failed ({type(err).__name__}: {_printable(str(err))[:200]}), a bug in rlvr_sweep: "
@@ -106,11 +115,13 @@ def _planned(overrides: list[str]):
         jobs = located_jobs(str(CONF_DIR), line)
     except PreflightError as err:
         raise ValueError(f"the sweep does not compose: {err}") from None
-    return lambda: planned_report(jobs)
+    return lambda: (*planned_report(jobs), [])
 
 
-def render(rows: list[dict], planned: bool = False, runs: bool = False, problems: Problems | None = None) -> list[str]:
-    """The table, then the totals per state and per arm, then one line per problem in what was read."""
+def render(rows: list[dict], planned: bool = False, runs: bool = False, problems: Problems | None = None,
+           searches: list[dict] | None = None) -> list[str]:
+    """The table, then the totals per state and per arm, then the searches (`search.searches`), then one
+    line per problem in what was read."""
     columns = [*COLUMNS, *((("would", "a relaunch would"),) if planned else ()), *((("run_dir", "run"),) if runs else ())]
     cells = [[_cell(r.get(key)) + (" [read in part: see below]" if key == "detail" and r.get("problems") else "")
               for key, _ in columns] for r in rows]
@@ -124,6 +135,8 @@ def render(rows: list[dict], planned: bool = False, runs: bool = False, problems
                  + ", ".join(f"{by_state[s]} {s}" for s in order if s in by_state))
     for arm, counts in by_arm.items():
         lines.append(f"  {_printable(arm)}: " + ", ".join(f"{counts[s]} {s}" for s in order if s in counts))
+    if searches:
+        lines += ["", *(_printable(line) for line in search_lines(searches))]
     if problems is not None and problems.lines:
         lines += ["", problems.summary() + ":", *(f"  {_printable(line)}" for line in problems.lines)]
     return lines

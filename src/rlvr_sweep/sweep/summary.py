@@ -83,7 +83,9 @@ def sweep_infos(sweep_dir: Path) -> list[dict]:
             continue  # not a job folder of ours
         # one run folder a line: a search's trial averaged over seeds has one per seed
         run_dirs = [Path(line) for line in pointer.read_text().splitlines() if line.strip()] if pointer.is_file() else []
-        for run_dir in run_dirs or [None]:
+        for at, run_dir in enumerate(run_dirs or [None]):
+            if at and error.is_file() and not run_dir.is_dir():
+                continue  # a trial's later seed, never started: its first failing run says why
             try:
                 info = store.read_run_json(run_dir) if run_dir else {}
             except (OSError, ValueError):
@@ -110,7 +112,7 @@ class SweepSummaryCallback(Callback):
 
             write_start(search_dir(config.run.out_root, config.hydra.sweep.dir), list(config.hydra.overrides.task),
                         _objective(config), config.sweep.direction, config.hydra.sweeper._target_,
-                        config.hydra.sweep.dir)
+                        config.hydra.sweep.dir, _swept(config))
 
     def on_multirun_end(self, config, **kwargs) -> None:
         infos = sweep_infos(Path(config.hydra.sweep.dir))
@@ -130,6 +132,16 @@ class SweepSummaryCallback(Callback):
         if counts.get("busy"):
             raise SystemExit(3)  # runs held by another process: not done here, not failed either
 
+
+
+def _swept(config) -> list[str]:
+    """The keys the search varies: the line's sweeps (`train.lr=interval(...)`) and its sweeper's `params`."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    line = [o.get_key_element() for o in parser.parse_overrides(list(config.hydra.overrides.task))
+            if o.is_sweep_override()]
+    return sorted({*line, *(config.hydra.sweeper.get("params") or {})})
 
 
 def _searching(config) -> bool:
@@ -166,7 +178,7 @@ def _end_search(config, infos: list[dict]) -> None:
         print("\nSweep summary (greedy accuracy, %):\n" + format_summary(infos), flush=True)
     folder = search_dir(config.run.out_root, config.hydra.sweep.dir)
     meta, trials, problems = read_search(folder)
-    for line in [*summary_lines(meta, trials, differing(meta)), *problems]:
+    for line in [*summary_lines(meta, trials, differing(meta)), *problems.lines]:
         print(line, flush=True)
     best = best_trial(trials, meta.get("direction", "maximize"))
     atomic_write_json(folder / "summary.json", {

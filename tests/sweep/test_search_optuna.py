@@ -1,0 +1,123 @@
+"""Searches under Optuna's sweeper, end to end on the smoke profile (docs/search.md): trials run as
+identity-hashed runs, the best is reported, a failing trial is recorded as failed and the search goes on,
+a relaunch reads the finished runs, and the runs are seen by `status`, `analysis` and `verify`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import run_cli
+
+pytestmark = pytest.mark.slow  # each trial trains a tiny model in a subprocess
+
+SEARCH = ["+arm=ra_flat", "profile=smoke", "hydra/sweeper=optuna", "train.steps=2", "eval.limit=4"]
+BROKEN = """from rlvr_sweep.credit import ESTIMATORS
+
+
+@ESTIMATORS.register("t_broken_leaf", kind="leaf")
+def broken(rewards, shape):
+    return sorted([rewards, None])
+"""
+
+
+def _search(tmp_path: Path, *extra: str):
+    line = [*SEARCH, f"run.out_root={tmp_path / 'runs'}", f"hydra.sweep.dir={tmp_path / 'multirun'}", *extra, "-m"]
+    return run_cli(line, cwd=tmp_path, timeout=600)
+
+
+def _record(tmp_path: Path) -> Path:
+    (folder,) = (tmp_path / "runs" / ".searches").iterdir()
+    return folder
+
+
+def _trials(tmp_path: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(_record(tmp_path).glob("trial_*.json"))]
+
+
+def _run_json(tmp_path: Path, run: dict) -> dict:
+    return json.loads((tmp_path / "runs" / run["run_dir"] / "run.json").read_text())
+
+
+def test_an_interval_search_runs_its_trials_reports_the_best_and_resumes(tmp_path):
+    proc = _search(tmp_path, "hydra.sweeper.n_trials=2", "train.lr=interval(1e-6,1e-4)")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = _trials(tmp_path)
+    assert [t["status"] for t in trials] == ["ok", "ok"] and [t["number"] for t in trials] == [0, 1]
+    lrs = []
+    for trial in trials:  # each trial one identity-hashed run, its value read from that run's record
+        (run,) = trial["runs"]
+        info = _run_json(tmp_path, run)
+        assert trial["value"] == run["value"] == info["accuracy"]["trained"]["toy_heldout"]
+        assert run["run_hash"] == info["run_hash"] and Path(run["run_dir"]).name.endswith(info["run_hash"])
+        config = yaml.safe_load((tmp_path / "runs" / run["run_dir"] / "config.yaml").read_text())
+        assert f"train.lr={config['train']['lr']!r}" in trial["overrides"] and 1e-6 <= config["train"]["lr"] <= 1e-4
+        lrs.append(config["train"]["lr"])
+    assert lrs[0] != lrs[1]
+    best = max(trials, key=lambda t: (t["value"], -t["number"]))
+    out = proc.stdout.splitlines()
+    at = out.index("Search summary: 2 trial(s), 2 done, 0 failed; objective trained.toy_heldout (maximize)")
+    assert out[at + 1:at + 4] == [f"  trial {t['number']}: train.lr={lrs[i]!r}: {t['value']:.4f}"
+                                  for i, t in enumerate(trials)] + [
+        f"best: trial {best['number']}, trained.toy_heldout = {best['value']:.4f} (train.lr={lrs[best['number']]!r})"]
+    summary = json.loads((_record(tmp_path) / "summary.json").read_text())
+    assert summary["best"]["number"] == best["number"] and summary["failed"] == 0
+
+    # status names the search and its best; analysis gives each setting its own row, labelled by what differs
+    status = subprocess.run([sys.executable, "-m", "rlvr_sweep", "status", str(tmp_path / "runs")],
+                            capture_output=True, text=True, timeout=300)
+    assert status.returncode == 0 and "2 finished" in status.stdout
+    assert (f"  {_record(tmp_path).name}: 2 trial(s), 2 done, 0 failed; maximize; best trained.toy_heldout = "
+            f"{best['value']:.4f} (train.lr={lrs[best['number']]!r})") in status.stdout.splitlines()
+    tables = subprocess.run([sys.executable, "-m", "rlvr_sweep.analysis", "tables", str(tmp_path / "runs"),
+                             "--out", str(tmp_path / "tables")], capture_output=True, text=True, timeout=300)
+    assert tables.returncode == 0, tables.stderr[-2000:]
+    assert "arm '4. ra_flat' is 2 rows" in tables.stdout
+    assert any(f"4. ra_flat [train.lr={lr!r}] (1 run)" in tables.stdout for lr in lrs)
+    verify = subprocess.run([sys.executable, "-m", "rlvr_sweep.verify", "all", str(tmp_path / "runs")],
+                            capture_output=True, text=True, timeout=300)
+    assert verify.returncode == 0 and "4/4 passes ok" in verify.stdout, verify.stdout[-2000:]
+
+    # a relaunch (the sampler seeded by the line's seed) proposes the same trials and reads their runs
+    again = _search(tmp_path, "hydra.sweeper.n_trials=2", "train.lr=interval(1e-6,1e-4)")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [[r["skipped"] for r in t["runs"]] for t in _trials(tmp_path)] == [[True], [True]]
+    assert [t["value"] for t in _trials(tmp_path)] == [t["value"] for t in trials]
+    assert len([p for p in (tmp_path / "runs" / "smoke" / "ra_flat").iterdir() if not p.name.startswith(".")]) == 2
+
+
+def test_a_failing_trial_is_recorded_as_failed_and_a_trial_averages_over_its_seeds(tmp_path):
+    plugin = tmp_path / "t_broken_est.py"
+    plugin.write_text(BROKEN)
+    proc = _search(tmp_path, "hydra/sweeper/sampler=grid", "estimator.name=choice(grpo,t_broken_leaf)",
+                   f"plugins=[{plugin}]", "sweep.objective_seeds=[1,2]", "sweep.objective=totals.gen_tokens",
+                   "sweep.direction=minimize")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    by_estimator = {next(o for o in t["overrides"] if o.startswith("estimator.name=")): t for t in _trials(tmp_path)}
+    good, bad = by_estimator["estimator.name=grpo"], by_estimator["estimator.name=t_broken_leaf"]
+    assert good["status"] == "ok" and [r["seed"] for r in good["runs"]] == [1, 2]
+    tokens = [_run_json(tmp_path, r)["totals"]["gen_tokens"] for r in good["runs"]]
+    assert good["value"] == sum(tokens) / 2 and len({r["run_hash"] for r in good["runs"]}) == 2
+    assert bad["status"] == "failed"
+    assert bad["error"].startswith("plugin rlvr_sweep_plugin_t_broken_est raised TypeError: ") and f"{plugin}:6" in bad["error"]
+    out = proc.stdout.splitlines()
+    assert "Search summary: 2 trial(s), 1 done, 1 failed; objective totals.gen_tokens (minimize)" in out
+    assert f"best: trial {good['number']}, totals.gen_tokens = {good['value']:.4f} (estimator.name=grpo)" in out
+    assert any(line.startswith(f"  trial {bad['number']}: estimator.name=t_broken_leaf: failed: plugin "
+                               "rlvr_sweep_plugin_t_broken_est raised TypeError") for line in out)
+
+
+def test_a_search_whose_every_trial_failed_ends_in_one_line_and_exit_1(tmp_path):
+    plugin = tmp_path / "t_broken_est.py"
+    plugin.write_text(BROKEN)
+    proc = _search(tmp_path, "hydra.sweeper.n_trials=1", "estimator.name=choice(t_broken_leaf)", f"plugins=[{plugin}]")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    assert any(line.endswith("search ended: no trial completed (each one failed; the summary below says why)")
+               for line in proc.stdout.splitlines())
+    assert "best: none (no trial completed)" in proc.stdout.splitlines()
