@@ -120,3 +120,20 @@ def test_kept_draws_give_the_numbers_of_fresh_ones(method, monkeypatch):
     drawn = resample_means(d, method, 1234, 5)
     assert kept[0].tobytes() == kept[1].tobytes() == drawn.tobytes()
     assert resample_means(d, method, 1234, 6).tobytes() != drawn.tobytes()  # another seed, other draws
+
+
+@pytest.mark.parametrize("shape", [(3, 500), (1, 210), (2, 41)])
+@pytest.mark.parametrize("low, high", [(0, 2), (-1, 2), (-2, 3)])
+def test_whole_valued_grids_give_the_general_path_s_numbers_to_the_bit(shape, low, high, monkeypatch):
+    """0/1 outcomes, paired differences and interactions resample as matrix products of the draws' counts
+    (`_whole_means`): every sum is of whole numbers, so the means are those of the gathers, bit for bit."""
+    from rlvr_sweep.analysis import stats
+
+    d = np.random.default_rng(sum(shape) + high).integers(low, high, size=shape).astype(float)
+    assert stats._whole(d) and not stats._whole(d + 0.5)
+    counted = {m: resample_means(d, m, 1234, 5) for m in METHODS}
+    monkeypatch.setattr(stats, "_whole", lambda grid: False)  # the general path: index gathers
+    for method in METHODS:
+        assert counted[method].tobytes() == resample_means(d, method, 1234, 5).tobytes()
+        if shape[1] < 100:  # the loop is slow on wide grids
+            np.testing.assert_allclose(counted[method], loop_reference(d, method, 1234, 5), rtol=0, atol=1e-12)

@@ -83,14 +83,17 @@ def parse_contrasts(items, where: str = "contrasts") -> list[Contrast]:
     return out
 
 
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where built: the same text, 3x sooner
+
+
 def dump_contrasts(contrasts: list[Contrast]) -> str:
     """The YAML list `parse_contrasts` reads back as `contrasts`, one flow mapping a row (as the shipped lists)."""
     items = []
     for c in contrasts:
         item = {"row": c.row, "title": c.title, **dict(zip("abcd", c.arms)), "benchmark": c.benchmark, "metric": c.metric}
         item.update({k: v for k, v in (("seeds", list(c.seeds) if c.seeds else None), ("profile", c.profile)) if v})
-        items.append("- " + yaml.safe_dump(item, default_flow_style=True, sort_keys=False, width=10**6,
-                                           allow_unicode=True))
+        items.append("- " + yaml.dump(item, Dumper=_DUMPER, default_flow_style=True, sort_keys=False, width=10**6,
+                                      allow_unicode=True))
     return "".join(items)
 
 

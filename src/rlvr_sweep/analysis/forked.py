@@ -17,8 +17,8 @@ import os
 
 # seconds each table took at 1,024 smoke runs, built one by one in one process (`bench/bench_store.py`'s store;
 # others count 0.1); table2b: 341 arm rows against the baseline
-COST = {"table2b": 7.7, "table4": 4.8, "baseline_runs": 2.9, "table1": 2.6, "strata": 1.6, "audit": 1.3,
-        "baseline_readouts": 1.2, "table2a": 0.85, "table5c": 0.6, "table5b": 0.15}
+COST = {"table2b": 5.7, "table4": 4.3, "baseline_runs": 2.4, "table1": 1.8, "strata": 1.5, "baseline_readouts": 1.0,
+        "audit": 0.9, "table2a": 0.6, "table5c": 0.4, "table5b": 0.15}
 _BUILD = None  # the parent's build_one, inherited by the forked children
 
 

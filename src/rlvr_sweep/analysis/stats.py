@@ -62,6 +62,8 @@ def resample_means(d, method: str, n_resamples: int = 4000, seed: int = 0) -> np
         raise ValueError(f"unknown bootstrap method {method!r}; valid: {list(METHODS)}")
     grid = _as_grid(d)
     S, N = grid.shape
+    if method != "question" and _whole(grid) and isinstance(seed, (int, np.integer)):
+        return _whole_means(grid, method, n_resamples, int(seed))
     blocks = [(lo, min(lo + _CHUNK, n_resamples)) for lo in range(0, n_resamples, _CHUNK)]
     draws = _draws(method, S, N, n_resamples, seed)
     out = np.empty(n_resamples)
@@ -77,6 +79,40 @@ def resample_means(d, method: str, n_resamples: int = 4000, seed: int = 0) -> np
         for (lo, hi), idx in zip(blocks, draws):
             out[lo:hi] = cells[idx].mean(axis=1)
     return out
+
+
+def _whole(grid: np.ndarray) -> bool:
+    """Whether every value is a whole number small enough that any sum a resample makes of them is exact,
+    in float32 too (0/1 outcomes and their paired differences and interactions are)."""
+    return bool(np.array_equal(grid, np.rint(grid))) and float(np.abs(grid).max()) * grid.size < 2 ** 24
+
+
+def _whole_means(grid: np.ndarray, method: str, n_resamples: int, seed: int) -> np.ndarray:
+    """`resample_means` of a whole-valued grid as products with the draws' counts: every sum is of
+    whole numbers, so exact whatever its order, and each mean is that exact sum over S*N, as the gathers
+    of the general path give it: the same numbers, bit for bit, from the same draws."""
+    S, N = grid.shape
+    counts = _counted(method, S, N, n_resamples, seed)
+    # einsum's own loops, not BLAS: BLAS would start threads of its own beside the tables' forked processes
+    if method == "two_level":  # sum_s seed_count[s] * sum_n item_count[n] d[s, n]
+        seed_counts, item_counts = counts
+        return (np.einsum("rn,sn->rs", item_counts, grid) * seed_counts).sum(axis=1) / (S * N)
+    return np.einsum("rc,c->r", counts, grid.ravel().astype(np.float32)).astype(np.float64) / (S * N)
+
+
+@functools.lru_cache(maxsize=6)
+def _counted(method: str, S: int, N: int, n_resamples: int, seed: int):
+    """The draws of `_drawn` as counts, all resamples in one array: (seed counts, item counts) as float64
+    (two_level), or cell counts as float32 (flat: exact, each count at most S*N < 2**24)."""
+    blocks = list(_drawn(method, S, N, n_resamples, seed))
+    if method == "two_level":
+        counted = (np.vstack([b[0] for b in blocks]).astype(np.float64),
+                   np.vstack([b[1] for b in blocks]).astype(np.float64))
+    else:
+        counted = (np.vstack([_counts(b, S * N) for b in blocks]).astype(np.float32),)
+    for a in counted:
+        a.flags.writeable = False  # shared by every later call
+    return counted if method == "two_level" else counted[0]
 
 
 def _draws(method: str, S: int, N: int, n_resamples: int, seed):
