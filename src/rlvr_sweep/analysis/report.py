@@ -108,7 +108,8 @@ def build_runs_table(sweep: Sweep) -> Table:
     frame = frame.sort_values(["used", "run_dir"], ascending=[False, True], kind="stable").reset_index(drop=True)
     frame["seed"] = frame["seed"].astype("Int64")
     display = pd.DataFrame({"Run folder": frame["run_dir"], "Seed": frame["seed"].astype(str).replace("<NA>", ""),
-                            "Row": frame["row"].fillna(""), "Left out because": frame["why"].fillna("")})
+                            "Row": frame["row"].astype(object).fillna(""),  # object: all missing is float64
+                            "Left out because": frame["why"].astype(object).fillna("")})
     used = int(frame["used"].sum())
     return Table("runs", title, frame, display, notes=[f"{used} of {len(frame)} run folders stand behind the tables"])
 
