@@ -254,3 +254,10 @@ def test_the_summary_docs_search_md_shows_is_laid_out_as_a_search_prints_it():
     meta = {"objective": "trained.toy_heldout", "direction": "maximize", "swept": ["train.lr"]}
     assert len(trials) == 3 and summary_lines(meta, trials, differing(meta)) == shown[:-1]
     assert shown[-1].startswith("search record: outputs/runs/.searches/")
+
+
+def test_a_crafted_swept_field_shows_a_trial_s_whole_overrides():
+    trial = {"number": 0, "status": "ok", "value": 1.0, "overrides": ["train.lr=1e-05", "seed=3"]}
+    for swept in ("train.lr", 7, None, {"train.lr": 1}):
+        assert differing({"swept": swept})(trial) == "train.lr=1e-05 seed=3"
+    assert differing({"swept": ["train.lr", 5]})(trial) == "train.lr=1e-05"
