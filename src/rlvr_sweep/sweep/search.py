@@ -180,19 +180,19 @@ def best_trial(trials: list[dict], direction: str) -> dict | None:
     return pick(done, key=lambda t: (t["value"], -t["number"]) if pick is max else (t["value"], t["number"]))
 
 
-def summary_lines(meta: dict, trials: list[dict], what_differs=None) -> list[str]:
-    """The end-of-search summary: one line per trial (its value or why it failed) and the best trial."""
+def summary_lines(meta: dict, trials: list[dict]) -> list[str]:
+    """The end-of-search summary: one line per trial (its value or why it failed, with the settings that
+    tell it apart: `differing`) and the best trial."""
     objective, direction = meta.get("objective", "?"), meta.get("direction", "maximize")
+    shown = differing(meta)
     failed = sum(t["status"] == "failed" for t in trials)
     lines = [f"Search summary: {len(trials)} trial(s), {len(trials) - failed} done, {failed} failed; "
              f"objective {objective} ({direction})"]
     for t in trials:
-        shown = what_differs(t) if what_differs else " ".join(t["overrides"])
         value = f"{t['value']:.4f}" if t["status"] == "ok" else f"failed: {t['error']}"
-        lines.append(f"  trial {t['number']}: {shown}: {value}")
+        lines.append(f"  trial {t['number']}: {shown(t)}: {value}")
     best = best_trial(trials, direction)
-    lines.append(f"best: trial {best['number']}, {objective} = {best['value']:.4f} "
-                 f"({(what_differs or (lambda t: ' '.join(t['overrides'])))(best)})" if best
+    lines.append(f"best: trial {best['number']}, {objective} = {best['value']:.4f} ({shown(best)})" if best
                  else "best: none (no trial completed)")
     return lines
 

@@ -172,13 +172,13 @@ def _end_search(config, infos: list[dict]) -> None:
     """The runs' summary, then the search's: each trial's value or why it failed, and the best; written to
     `summary.json` beside the trials. Exit 1 when no trial completed."""
     from rlvr_sweep.io import atomic_write_json
-    from rlvr_sweep.sweep.search import best_trial, differing, read_search, search_dir, summary_lines
+    from rlvr_sweep.sweep.search import best_trial, read_search, search_dir, summary_lines
 
     if infos:
         print("\nSweep summary (greedy accuracy, %):\n" + format_summary(infos), flush=True)
     folder = search_dir(config.run.out_root, config.hydra.sweep.dir)
     meta, trials, problems = read_search(folder)
-    for line in [*summary_lines(meta, trials, differing(meta)), *problems.lines]:
+    for line in [*summary_lines(meta, trials), *problems.lines]:
         print(line, flush=True)
     best = best_trial(trials, meta.get("direction", "maximize"))
     atomic_write_json(folder / "summary.json", {
