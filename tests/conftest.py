@@ -50,6 +50,14 @@ def pytest_configure(config):
     if (config.getoption("--all") or config.getoption("markexpr")) and not asked_for_workers \
             and getattr(config.option, "numprocesses", None):
         config.option.numprocesses, config.option.dist, config.option.tx = None, "no", []
+    # A worker of the fast tier beside others takes its share of the cores for torch's threads, and so do the
+    # processes its tests start (OMP_NUM_THREADS, unless set): more threads than cores spin and wait on each
+    # other (tests/rollout, tests/policy and tests/update took 3x as long on two workers of two cores each).
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers > 1:
+        share = max(1, torch.get_num_threads() // workers)
+        torch.set_num_threads(share)
+        os.environ.setdefault("OMP_NUM_THREADS", str(share))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -7,21 +7,47 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
+from hydra.core.config_store import ConfigStore
 
 from rlvr_sweep.config import Config, build_config, register_configs
+from rlvr_sweep.config.plugins import ENV
 from rlvr_sweep.sweep.cli import normalize_overrides
+from rlvr_sweep.sweep.preflight import job_configs
 from tests.conftest import CONF_DIR, REPO
 
 
 def compose_cfg(overrides: list[str]) -> Config:
-    """The config a job builds from `overrides`: composed, converted, checked (ranges, combinations) and
-    its choices checked against their registries, as `run.plan` does before anything is written."""
+    """The config a job builds from `overrides`: composed as the preflight composes a sweep's jobs
+    (`sweep.preflight.job_configs`, tested to equal Hydra's composition: Hydra composes once per set of
+    group choices, shared with earlier calls, and the values are set on a copy), converted, checked (ranges,
+    combinations) and its choices checked against their registries, as `run.plan` does before anything is
+    written."""
     from rlvr_sweep.run import check_choices
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return check_choices(build_config(compose("config", overrides=normalize_overrides(overrides))))
+        made = job_configs([normalize_overrides(overrides)], shared_compositions())
+        return check_choices(build_config(next(made)))
+
+
+_COMPOSITIONS: dict[str, tuple] = {}  # RLVR_SWEEP_PLUGINS -> (Hydra's stored options then, the compositions)
+
+
+def shared_compositions() -> dict:
+    """The compositions `compose_cfg` shares: those made under the same RLVR_SWEEP_PLUGINS since the
+    options in Hydra's ConfigStore (where a plugin's options are stored) last changed."""
+    def stored(tree: dict, path: str = ""):
+        for key, value in tree.items():
+            yield from stored(value, f"{path}{key}/") if isinstance(value, dict) else [(path + key, value)]
+
+    options = list(stored(ConfigStore.instance().repo))
+    plugins = os.environ.get(ENV, "")
+    seen, shared = _COMPOSITIONS.get(plugins, (None, None))
+    if seen != options:  # ConfigNodes compare by their content
+        shared = {}
+        _COMPOSITIONS[plugins] = (options, shared)
+    return shared
 
 
 def run_dir_of(cfg: Config) -> Path:

@@ -32,6 +32,7 @@ import pytest
 from hydra import initialize_config_dir
 
 from tests.conftest import CONF_DIR, REPO
+from tests.helpers import shared_compositions
 
 DOCS = [REPO / "README.md", REPO / "launchers" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 PARSERS = {"analysis": "rlvr_sweep.analysis.cli", "data": "rlvr_sweep.data.cli", "evaluation": "rlvr_sweep.evaluation.cli",
@@ -123,7 +124,9 @@ def check_stage_line(stage: str, args: list[str]) -> None:
 
 def check_run_line(args: list[str]) -> None:
     from rlvr_sweep.sweep.cli import MULTIRUN_FLAGS, normalize_argv
-    from rlvr_sweep.sweep.preflight import job_configs, job_part, search_jobs, search_sweeper, sweep_jobs
+    from rlvr_sweep.sweep.preflight import (
+        job_configs, job_part, one_composition_per_line, search_jobs, search_sweeper, sweep_jobs,
+    )
 
     if args[:1] == ["status"]:
         from rlvr_sweep.sweep.status_cli import _parser
@@ -138,11 +141,12 @@ def check_run_line(args: list[str]) -> None:
         return
     args = [a for a in args if a != WHOLE]  # `$COMMON`: settings set elsewhere in the block
     line = [a for a in normalize_argv(["rlvr_sweep", *args])[1:] if a not in MULTIRUN_FLAGS and not a.startswith("--")]
-    expand = search_jobs if search_sweeper(str(CONF_DIR), line) else sweep_jobs  # a search: its corners
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        jobs = expand(str(CONF_DIR), job_part(line))
-        if len(jobs) > 1:  # one job is the line itself, which sweep_jobs has composed
-            list(job_configs([jobs[0], jobs[-1]]))  # composed as the preflight composes them
+    with one_composition_per_line():  # as the command's preflight composes it
+        expand = search_jobs if search_sweeper(str(CONF_DIR), line) else sweep_jobs  # a search: its corners
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            jobs = expand(str(CONF_DIR), job_part(line))
+            if len(jobs) > 1:  # one job is the line itself, which sweep_jobs has composed
+                list(job_configs([jobs[0], jobs[-1]], shared_compositions()))  # as the preflight composes them
 
 
 def _parses(parser, args: list[str]) -> None:

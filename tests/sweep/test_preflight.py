@@ -67,3 +67,27 @@ def test_the_sweeper_validates_only_jobs_the_preflight_did_not_check(monkeypatch
     assert validated == [[other]]
     sweeper.validate_batch_is_legal([checked + ["hydra.launcher.partition=a"], checked + ["hydra.launcher.partition=b"]])
     assert len(validated) == 2 and len(validated[1]) == 2  # a sweep over Hydra's settings: validated as Hydra does
+
+
+def test_a_line_is_composed_once_within_one_preflight(monkeypatch):
+    composed = []
+    real = preflight._compose_with_hydra
+    monkeypatch.setattr(preflight, "_compose_with_hydra", lambda overrides: composed.append(overrides) or real(overrides))
+    line = normalize_overrides(["+arm=ra_flat", "profile=smoke", "seed=1,2"])
+    register_configs()
+
+    def kind_and_jobs():
+        target = preflight.search_sweeper(str(CONF_DIR), line)
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return target, preflight.sweep_jobs(str(CONF_DIR), line)
+
+    alone = kind_and_jobs()
+    assert len(composed) == 2  # outside: each step composes the line's fixed part
+    with preflight.one_composition_per_line():
+        shared = kind_and_jobs()
+        with preflight.one_composition_per_line():  # a nested block keeps the outer one's
+            assert kind_and_jobs() == shared
+    assert shared == alone == (None, [[*line[:2], "seed=1"], [*line[:2], "seed=2"]])
+    assert composed[2:] == [["+arm=ra_flat", "profile=smoke"]]  # within: once
+    kind_and_jobs()
+    assert len(composed) == 5  # and after it, each step composes again

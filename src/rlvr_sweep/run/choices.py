@@ -33,7 +33,7 @@ from rlvr_sweep.config.plugins import (  # noqa: F401  (re-exported: how a run's
 from rlvr_sweep.credit import CREDITED_AS, ESTIMATORS
 from rlvr_sweep.data import TASKS, benchmark_names
 from rlvr_sweep.evaluation import READOUTS, SCHEDULES
-from rlvr_sweep.policy import DTYPES
+from rlvr_sweep.config import DTYPE_NAMES
 from rlvr_sweep.reward import GRADERS, REWARDS
 from rlvr_sweep.rollout import ENGINES, SAMPLERS
 from rlvr_sweep.update import HOMOGENEOUS_STEPS, LOSS_RECIPES
@@ -43,7 +43,7 @@ CHOICES = (("sampler", "name", SAMPLERS), ("estimator", "name", ESTIMATORS), ("r
            ("eval", "name", READOUTS), ("eval", "schedule", SCHEDULES), ("model", "engine", ENGINES))
 # (group, key, names): choices of a fixed set of names, kept by the stage that implements them
 NAMED = (("grader", "name", GRADERS), ("optimizer_step", "name", HOMOGENEOUS_STEPS),
-         ("train", "loss_recipe", LOSS_RECIPES), ("model", "dtype", DTYPES))
+         ("train", "loss_recipe", LOSS_RECIPES), ("model", "dtype", DTYPE_NAMES))
 
 
 def import_plugins(cfg: Config) -> None:

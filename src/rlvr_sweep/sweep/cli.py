@@ -167,16 +167,19 @@ def _check_line(overrides: list[str]) -> None:
 
 def _preflight(overrides: list[str]) -> None:
     """Check every job of a sweep before Hydra launches (or submits) any of them."""
-    from rlvr_sweep.sweep.preflight import PreflightError, check_search, check_sweep, search_sweeper
+    from rlvr_sweep.sweep.preflight import (
+        PreflightError, check_search, check_sweep, one_composition_per_line, search_sweeper,
+    )
 
     try:
-        if search_sweeper(str(CONF_DIR), overrides):
-            count, settled = check_search(str(CONF_DIR), overrides)
-            print(f"Preflight: checked the search space's {count} corner job(s); each trial is checked again as it "
-                  "starts", flush=True)
-            sys.argv += settled  # the sweeper's direction the objective's (docs/search.md)
-            return
-        count = check_sweep(str(CONF_DIR), overrides)
+        with one_composition_per_line():
+            if search_sweeper(str(CONF_DIR), overrides):
+                count, settled = check_search(str(CONF_DIR), overrides)
+                print(f"Preflight: checked the search space's {count} corner job(s); each trial is checked again "
+                      "as it starts", flush=True)
+                sys.argv += settled  # the sweeper's direction the objective's (docs/search.md)
+                return
+            count = check_sweep(str(CONF_DIR), overrides)
     except PreflightError as err:
         print(f"Sweep not launched: {err}", file=sys.stderr, flush=True)
         sys.exit(2)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -54,24 +55,24 @@ def sweep_jobs(conf_dir: str, overrides: list[str]) -> list[list[str]]:
     win on a shared key, as in `BasicSweeper.sweep`."""
     loader = GlobalHydra.instance().config_loader()
     parser = OverridesParser.create(config_loader=loader)
-    fixed = [o.input_line for o in parser.parse_overrides(overrides) if not o.is_sweep_override()]
-    master = compose("config", overrides=fixed, return_hydra_config=True)
+    master = line_config(parser, overrides)
     params = [f"{key}={value}" for key, value in (master.hydra.sweeper.get("params") or {}).items()]
     combined = parser.parse_overrides([*params, *overrides])
     return [job for batch in BasicSweeper.split_arguments(combined, None) for job in batch]
 
 
-def job_configs(jobs: list[list[str]]):
+def job_configs(jobs: list[list[str]], composed: dict | None = None):
     """Each job's composed config (`hydra.compose`, without Hydra's own settings), in order.
 
     Hydra composes a config from the defaults list its group overrides choose, then sets the plain
     `key=value` overrides on it in order (`ConfigLoaderImpl._apply_overrides_to_config`). Jobs with the
     same group overrides share that composition here, and each job's values are set on a copy the
     same way; a job with a value on a key the config lacks or holds a mapping at (which Hydra may refuse
-    or merge) is composed by Hydra itself."""
+    or merge) is composed by Hydra itself. `composed` ({group overrides: composition}, never changed in
+    place) keeps the compositions for a later call that finds the same config folders and options."""
     loader = GlobalHydra.instance().config_loader()
     parser = OverridesParser.create(config_loader=loader)
-    composed: dict[tuple[str, ...], DictConfig] = {}
+    composed = {} if composed is None else composed
     for job in jobs:
         overrides = parser.parse_overrides(job)
         values = [o for o in overrides if _plain_value(o, loader)]
@@ -141,8 +142,7 @@ def search_jobs(conf_dir: str, overrides: list[str]) -> list[list[str]]:
     checked again as it starts (`sweep.trial`)."""
     loader = GlobalHydra.instance().config_loader()
     parser = OverridesParser.create(config_loader=loader)
-    fixed = [o.input_line for o in parser.parse_overrides(overrides) if not o.is_sweep_override()]
-    master = compose("config", overrides=fixed, return_hydra_config=True)
+    master = line_config(parser, overrides)
     params = [f"{key}={value}" for key, value in (master.hydra.sweeper.get("params") or {}).items()]
     last = {o.get_key_element(): o for o in parser.parse_overrides([*params, *overrides])}  # the line wins
     kept = [o.input_line for o in last.values() if not o.is_sweep_override()]
@@ -170,8 +170,7 @@ def search_sweeper(conf_dir: str, overrides: list[str]) -> str | None:
         loader = GlobalHydra.instance().config_loader()
         parser = OverridesParser.create(config_loader=loader)
         try:
-            fixed = [o.input_line for o in parser.parse_overrides(overrides) if not o.is_sweep_override()]
-            target = _compose_with_hydra(fixed).hydra.sweeper.get("_target_")
+            target = line_config(parser, overrides).hydra.sweeper.get("_target_")
         except Exception as err:  # the line's own mistake: said by the grid's preflight, or the missing plugin
             if any("hydra/sweeper=optuna" in o for o in overrides) and not _importable("hydra_plugins.hydra_optuna_sweeper"):
                 raise PreflightError(OPTUNA_MISSING) from err
@@ -224,9 +223,7 @@ def check_search(conf_dir: str, overrides: list[str]) -> tuple[int, list[str]]:
 
     jobs = located_jobs(conf_dir, overrides, check, expand=search_jobs, what="corner", built=settings)
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
-        parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
-        fixed = [o.input_line for o in parser.parse_overrides(overrides) if not o.is_sweep_override()]
-        composed = _compose_with_hydra(fixed)
+        composed = line_config(OverridesParser.create(config_loader=GlobalHydra.instance().config_loader()), overrides)
     sweeper, wanted, settled = composed.hydra.sweeper, composed.sweep.direction, []
     if "direction" in sweeper:
         given = [o for o in overrides if o.startswith("hydra.sweeper.direction=")]
@@ -299,6 +296,33 @@ def _compose_hydra_settings(job: list[str], overrides: list[str]) -> None:
             raise ConfigCompositionException(f"Sweeping over Hydra's configuration is not supported: '{o.input_line}'")
     if own:
         _compose_with_hydra([*job, *(o.input_line for o in own)])
+
+
+_LINE_CONFIGS: dict | None = None  # inside `one_composition_per_line`: {fixed overrides: composition}
+
+
+@contextmanager
+def one_composition_per_line():
+    """Within it, `line_config` composes a line once, however many of the preflight's steps ask for it (the
+    sweeper's kind, the preset's swept keys, the search's direction); outside it, every call composes."""
+    global _LINE_CONFIGS
+    outer = _LINE_CONFIGS
+    _LINE_CONFIGS = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _LINE_CONFIGS = outer
+
+
+def line_config(parser: OverridesParser, overrides: list[str]) -> DictConfig:
+    """The config of the line's overrides that are not swept, with Hydra's own node (never changed in place:
+    within `one_composition_per_line` the next step is given the same one)."""
+    fixed = tuple(o.input_line for o in parser.parse_overrides(overrides) if not o.is_sweep_override())
+    if _LINE_CONFIGS is None:
+        return _compose_with_hydra(list(fixed))
+    if fixed not in _LINE_CONFIGS:
+        _LINE_CONFIGS[fixed] = _compose_with_hydra(list(fixed))
+    return _LINE_CONFIGS[fixed]
 
 
 def _compose_with_hydra(overrides: list[str]) -> DictConfig:

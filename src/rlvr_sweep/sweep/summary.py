@@ -8,11 +8,12 @@ jobs share the file system) and prints one line per run.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from hydra.experimental.callback import Callback
 
-from rlvr_sweep import store
+if TYPE_CHECKING:  # pandas and the store's readers are imported where used: Hydra imports this module
+    import pandas as pd  # (through the launchers' plugin) when every command starts
 
 POINTER = "run_dir.txt"
 JOB_ERROR = "job_error.txt"  # a job that failed, written next to the pointer
@@ -22,6 +23,8 @@ BUSY = "busy.txt"  # the job found its run being run by another process (who, in
 
 def accuracy_frame(infos: list[dict]) -> pd.DataFrame:
     """One row per run and benchmark: base and trained greedy accuracy and their difference."""
+    import pandas as pd
+
     rows = []
     for info in infos:
         acc = info.get("accuracy", {})
@@ -75,6 +78,8 @@ def _pct(value, signed: bool = False) -> str:
 def sweep_infos(sweep_dir: Path) -> list[dict]:
     """run.json of every job of a sweep, in job order; a job that failed before it wrote one, or found
     its run held by another process, is reported as such."""
+    from rlvr_sweep import store
+
     infos = []
     jobs = [d for d in Path(sweep_dir).iterdir() if d.is_dir() and d.name.isdigit()] if Path(sweep_dir).is_dir() else []
     for job in sorted(jobs, key=lambda d: int(d.name)):

@@ -222,4 +222,3 @@ def _clean_runs(s: pd.DataFrame, runs: pd.DataFrame) -> set:
             continue
         clean.add((k, opt))
     return clean
-    return {"steps": len(s), "runs": len(runs)}, problems
