@@ -23,7 +23,7 @@ from rlvr_sweep.reward import grading
 from rlvr_sweep.reward.grading import (GATE_CHARS, SYMBOLIC_TIMEOUT_S, equality_check, extract_answer,
                                 grade, normalize, split_parts, training_reward)
 
-FAST_TIMEOUT_S = 0.5  # for inputs that are meant to time out
+FAST_TIMEOUT_S = 1.0  # for inputs that are meant to time out
 MARGIN_S = 0.75  # what a call may take beyond its limit: a few statements, on a loaded 2-core machine
 FAST_BOUND_S = FAST_TIMEOUT_S + MARGIN_S
 BOUND_S = SYMBOLIC_TIMEOUT_S + MARGIN_S
