@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rlvr_sweep.config import Config, ConfigError
+from rlvr_sweep.config import DTYPE_NAMES, Config, ConfigError
 from rlvr_sweep.config.options import Option, Registry
 from rlvr_sweep.config.plugins import (  # noqa: F401  (re-exported: how a run's plugins are resolved)
     chosen_plugins, complete_params, environment_plugins, import_plugins as _import_entries, resolve_plugins,
@@ -33,7 +33,6 @@ from rlvr_sweep.config.plugins import (  # noqa: F401  (re-exported: how a run's
 from rlvr_sweep.credit import CREDITED_AS, ESTIMATORS
 from rlvr_sweep.data import TASKS, benchmark_names
 from rlvr_sweep.evaluation import READOUTS, SCHEDULES
-from rlvr_sweep.config import DTYPE_NAMES
 from rlvr_sweep.reward import GRADERS, REWARDS
 from rlvr_sweep.rollout import ENGINES, SAMPLERS
 from rlvr_sweep.update import HOMOGENEOUS_STEPS, LOSS_RECIPES
