@@ -66,6 +66,17 @@ def test_bootstrap_matches_a_brute_force_loop(method):
     assert (lo, hi) == pytest.approx(tuple(np.percentile(slow, [2.5, 97.5])), abs=1e-12)
 
 
+@pytest.mark.parametrize("scale", [1, 3])
+def test_one_seed_question_means_are_the_item_gathers_bit_for_bit(scale):
+    """One seed (Table 4's MDL - MaxLen): `question` draws what `flat` draws over the same values, and takes
+    its path (counts for whole values); the means are the item gathers' own, bit for bit, whole or not."""
+    d = np.random.default_rng(5).integers(-1, 2, size=200).astype(float) / scale
+    n = 1234
+    idx = np.random.default_rng(9).integers(0, 200, size=(n, 200))  # the documented order, one (R, N) draw
+    assert np.array_equal(resample_means(d, "question", n, seed=9), d[idx].mean(axis=1))
+    assert np.array_equal(resample_means(d[None], "question", n, seed=9), resample_means(d, "flat", n, seed=9))
+
+
 def test_same_seed_same_numbers_other_seed_other_numbers():
     d = np.random.default_rng(3).integers(0, 2, size=(3, 50)).astype(float)
     for method in METHODS:

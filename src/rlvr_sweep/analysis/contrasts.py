@@ -150,7 +150,8 @@ def contrast_grid(sweep: Sweep, c: Contrast, profile: str | None = None) -> tupl
     if not seeds or not items:
         return "the arms share no seed" if not seeds else "the arms share no item"
     order = [i for i in mats[0][1] if i in items]
-    y = [m[2][np.ix_([m[0].index(s) for s in seeds], [m[1].index(i) for i in order])] for m in mats]
+    at = [{i: k for k, i in enumerate(m[1])} for m in mats]  # each matrix's items are distinct
+    y = [m[2][np.ix_([m[0].index(s) for s in seeds], [a[i] for i in order])] for m, a in zip(mats, at)]
     d = y[0] - y[1] if len(y) == 2 else (y[0] - y[1]) - (y[2] - y[3])
     return seeds, d
 

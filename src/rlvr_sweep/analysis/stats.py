@@ -62,6 +62,8 @@ def resample_means(d, method: str, n_resamples: int = 4000, seed: int = 0) -> np
         raise ValueError(f"unknown bootstrap method {method!r}; valid: {list(METHODS)}")
     grid = _as_grid(d)
     S, N = grid.shape
+    if method == "question" and S == 1:
+        method = "flat"  # one seed: the same draws (integers(0, N, (R, N))) over the same N values
     if method != "question" and _whole(grid) and isinstance(seed, (int, np.integer)):
         return _whole_means(grid, method, n_resamples, int(seed))
     blocks = [(lo, min(lo + _CHUNK, n_resamples)) for lo in range(0, n_resamples, _CHUNK)]

@@ -23,12 +23,12 @@ For k = 3 this is exactly §5.5's rule set.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import NamedTuple, Sequence
 
 from rlvr_sweep.reward.answers import normalized, plurality
 
 RULES = ("rand", "maxlen", "mdl", "cr")
+_KNOWN = frozenset(RULES)
 
 
 class Candidate(NamedTuple):
@@ -63,8 +63,8 @@ def vote_detail(candidates: Sequence, rule: str, cap: int = 2048, min_len: int =
 
 def vote_details(candidates: Sequence, rules: Sequence[str], cap: int = 2048, min_len: int = 15) -> dict[str, Vote]:
     """{rule: its vote} for several rules over the same candidates (what they share is worked out once)."""
-    unknown = [r for r in rules if r not in RULES]
-    if unknown:
+    if not _KNOWN.issuperset(rules):
+        unknown = [r for r in rules if r not in RULES]
         raise ValueError(f"unknown voting rule {unknown[0]!r}; valid: {list(RULES)}")
     cands = [c if isinstance(c, Candidate) else Candidate(*c) for c in candidates]
     if not cands:
@@ -76,7 +76,10 @@ def vote_details(candidates: Sequence, rules: Sequence[str], cap: int = 2048, mi
         chosen = answers.index(leader)  # lowest index holding the plurality answer
         return {rule: Vote(correct[chosen], chosen, False, False) for rule in rules}
     ok = [_eligible(c, a, cap, min_len) for c, a in zip(cands, answers)]
-    freq = Counter(a for a in answers if a)
+    freq: dict[str, int] = {}
+    for a in answers:
+        if a:
+            freq[a] = freq.get(a, 0) + 1
     f_max = max(freq.values(), default=0)
     top = [a for a, f in freq.items() if f == f_max] if f_max >= 2 else []
     # A tie: between the top answers' candidates (2-2, 2-2-1), or among all (1-1-1, empties).

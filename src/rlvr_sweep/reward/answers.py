@@ -9,7 +9,6 @@ normalisation, when it occurs at least twice; None for a tie: 1-1-1, 2-2, all em
 from __future__ import annotations
 
 import functools
-from collections import Counter
 from collections.abc import Iterable
 
 from rlvr_sweep.reward.grading import normalize
@@ -25,10 +24,16 @@ def answer_of(extracted, capped_unboxed) -> str:
 
 def plurality(answers: Iterable[str]) -> str | None:
     """The unique most frequent non-empty normalised answer with frequency >= 2, else None."""
-    counts = Counter(a for a in (normalized(x) for x in answers) if a)
+    counts: dict[str, int] = {}  # a plain dict, in first-seen order as Counter's: a vote counts 3-5 answers
+    for x in answers:
+        a = normalized(x)
+        if a:
+            counts[a] = counts.get(a, 0) + 1
     top = max(counts.values(), default=0)
+    if top < 2:
+        return None
     leaders = [a for a, n in counts.items() if n == top]
-    return leaders[0] if top >= 2 and len(leaders) == 1 else None
+    return leaders[0] if len(leaders) == 1 else None
 
 
 def no_majority(rows: Iterable) -> bool:
