@@ -20,12 +20,14 @@ from tests.helpers import compose_cfg
 
 
 @pytest.fixture(scope="module")
-def sweep_root(tmp_path_factory):
-    """A trained ra_flat seed 42 (its model saved), a sampled read-out of that model, and a sampled
-    read-out of a folder named like the run's model folder that holds other weights."""
+def sweep_root(tmp_path_factory, finished_run):
+    """A trained ra_flat seed 42 (the session's finished run, its model saved), a sampled read-out of that
+    model, and a sampled read-out of a folder named like the run's model folder that holds other weights."""
     base = tmp_path_factory.mktemp("attribution")
     root = base / "runs"
-    trained = run(compose_cfg(["+arm=ra_flat", "profile=smoke", "train.steps=2", "eval.limit=4", f"run.out_root={root}"]))
+    trained_dir = root / "smoke" / "ra_flat" / finished_run.name
+    shutil.copytree(finished_run, trained_dir)
+    trained = {**json.loads((trained_dir / store.RUN_JSON).read_text()), "run_dir": str(trained_dir)}
     # trained alike, read out on fewer items: it saves the very same weights
     twin = run(compose_cfg(["+arm=ra_flat", "profile=smoke", "train.steps=2", "eval.limit=3", f"run.out_root={root}"]))
     assert twin["saved_model_digest"] == trained["saved_model_digest"]
