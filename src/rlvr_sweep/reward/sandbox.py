@@ -252,10 +252,11 @@ class _Child:
         fds = (child_requests.fileno(), child_replies.fileno())
         args = (os.path.abspath(__file__), pool.module_file, pool.entry, pool.memory_bytes, *fds)
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", _BOOTSTRAP, *map(str, args)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                pass_fds=fds, start_new_session=True)  # own session: no terminal Ctrl-C
+            with _SPAWNING:  # no fork of this process meanwhile (`_SPAWNING`)
+                proc = subprocess.Popen(
+                    [sys.executable, "-c", _BOOTSTRAP, *map(str, args)],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    pass_fds=fds, start_new_session=True)  # own session: no terminal Ctrl-C
         except (OSError, ValueError) as exc:
             requests.close()
             replies.close()
@@ -297,8 +298,22 @@ def _renew_after_fork() -> None:
         obj._after_fork()
 
 
+# A child's start (`subprocess.Popen`, in a starter thread) and a fork of this process (`os.fork`, as
+# multiprocessing's fork context forks) never overlap: a process forked while Popen waits for its child's
+# exec inherits Popen's error pipe, and Popen then waits until that process exits. Seen: `verify all` at
+# 1,024 runs hung for good, its forked PASS 1 part blocked sending its results to a parent that waited on
+# the pool's warm-up. A fork waits for a start under way (Popen without `preexec_fn` runs no fork hooks).
+_SPAWNING = threading.Lock()
+
+
+def _release_spawning() -> None:
+    _SPAWNING.release()
+
+
 atexit.register(_stop_all)
 if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_SPAWNING.acquire, after_in_parent=_release_spawning,
+                        after_in_child=_release_spawning)
     os.register_at_fork(after_in_child=_renew_after_fork)
 
 
