@@ -13,9 +13,7 @@ marked here): `python -m pytest -q -m slow` runs it alone, `python -m pytest -q 
 
 from __future__ import annotations
 
-import fcntl
 import os
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -137,17 +135,6 @@ def random_qwen3():
     return make_random_qwen3()
 
 
-@contextmanager
-def exclusive(lock: Path):
-    """Held by one process at a time (an exclusive `flock` on `lock`)."""
-    with open(lock, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 @pytest.fixture(scope="session")
 def finished_run(tmp_path_factory):
     """One real finished smoke run (2 steps, 4 eval items), built once per session and shared by the fast
@@ -155,13 +142,14 @@ def finished_run(tmp_path_factory):
     wait, then find it finished); tests read it or copy it into sweeps of their own
     (`tests.store.test_collect.sweep_of`), never change it in place."""
     from rlvr_sweep.run import run
+    from rlvr_sweep.store.lock import run_lock
     from rlvr_sweep.store.rundir import is_finished
     from tests.helpers import compose_cfg, run_dir_of
 
     base = tmp_path_factory.getbasetemp()
     common = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # a worker's is <session's>/popen-gwN
     root = common / "finished_run"
-    with exclusive(common / "finished_run.lock"):
+    with run_lock(root, wait=True):  # the folder's lock, as a run holds its own
         cfg = compose_cfg(["+arm=ra_flat", "profile=smoke", "train.steps=2", "eval.limit=4", f"run.out_root={root}"])
         run_dir = run_dir_of(cfg)
         if not is_finished(run_dir):

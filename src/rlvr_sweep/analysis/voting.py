@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-from rlvr_sweep.reward.answers import normalized, plurality
+from rlvr_sweep.reward.answers import frequencies, normalized, plurality
 
 RULES = ("rand", "maxlen", "mdl", "cr")
 _KNOWN = frozenset(RULES)
@@ -76,10 +76,7 @@ def vote_details(candidates: Sequence, rules: Sequence[str], cap: int = 2048, mi
         chosen = answers.index(leader)  # lowest index holding the plurality answer
         return {rule: Vote(correct[chosen], chosen, False, False) for rule in rules}
     ok = [_eligible(c, a, cap, min_len) for c, a in zip(cands, answers)]
-    freq: dict[str, int] = {}
-    for a in answers:
-        if a:
-            freq[a] = freq.get(a, 0) + 1
+    freq = frequencies(answers)
     f_max = max(freq.values(), default=0)
     top = [a for a, f in freq.items() if f == f_max] if f_max >= 2 else []
     # A tie: between the top answers' candidates (2-2, 2-2-1), or among all (1-1-1, empties).

@@ -22,13 +22,18 @@ def answer_of(extracted, capped_unboxed) -> str:
     return "" if bool(capped_unboxed) else (extracted or "")
 
 
-def plurality(answers: Iterable[str]) -> str | None:
-    """The unique most frequent non-empty normalised answer with frequency >= 2, else None."""
-    counts: dict[str, int] = {}  # a plain dict, in first-seen order as Counter's: a vote counts 3-5 answers
-    for x in answers:
-        a = normalized(x)
+def frequencies(answers: Iterable[str]) -> dict[str, int]:
+    """{non-empty answer: how often}, in first-seen order (as `Counter`, without its cost on a vote's 3-5)."""
+    counts: dict[str, int] = {}
+    for a in answers:
         if a:
             counts[a] = counts.get(a, 0) + 1
+    return counts
+
+
+def plurality(answers: Iterable[str]) -> str | None:
+    """The unique most frequent non-empty normalised answer with frequency >= 2, else None."""
+    counts = frequencies(normalized(x) for x in answers)
     top = max(counts.values(), default=0)
     if top < 2:
         return None
