@@ -43,6 +43,8 @@ from rlvr_sweep.update import apply_update, make_adamw, pack_sequences, policy_l
 
 TINY = Path(__file__).resolve().parents[1] / "src" / "rlvr_sweep" / "policy" / "assets" / "tiny_qwen3"
 TEMPERATURE, TOP_P, GROUP = 0.8, 0.9, 8
+PARTS = ("decode", "decode_b32", "decode_eager", "agreement", "agreement_float32", "arm1", "readout_fixed32",
+         "readout_refill", "vllm")
 
 
 def out(key: str, value) -> None:
@@ -131,18 +133,21 @@ def bench_decode(model, clock, args, pad_id, engines: dict, batch: int = GROUP) 
     return ms
 
 
-def greedy_agreement(model, pad_id, n: int) -> None:
+def greedy_agreement(model, pad_id, n: int, tag: str = "") -> None:
     """Greedy tokens of the static engine vs the reference engine on the same batch."""
     prompts = wl.random_prompts([84 - (i * 7) % 11 for i in range(GROUP)], model.config.vocab_size, seed=6)
     kw = dict(max_new_tokens=n, eos_id=-1, pad_id=pad_id, temperature=0.0, top_p=1.0)
-    ref = engine.generate(model, prompts, **kw).tokens
-    fast = static_engine.generate(model, prompts, **kw).tokens
+    reference = engine.generate(model, prompts, record_margins=True, **kw)
+    ref, fast = reference.tokens, static_engine.generate(model, prompts, **kw).tokens
     prefix = [next((i for i, (a, b) in enumerate(zip(r, f)) if a != b), len(r)) for r, f in zip(ref, fast)]
-    out("greedy_rows_identical_static_vs_reference", sum(r == f for r, f in zip(ref, fast)) / len(ref))
-    out("greedy_token_agreement_static_vs_reference", sum(prefix) / sum(map(len, ref)))  # up to first divergence
+    out(f"greedy_rows_identical_static_vs_reference{tag}", sum(r == f for r, f in zip(ref, fast)) / len(ref))
+    out(f"greedy_token_agreement_static_vs_reference{tag}", sum(prefix) / sum(map(len, ref)))  # up to first divergence
     differing = [(i, row) for row, i in enumerate(prefix) if i < len(ref[row])]
-    out("greedy_first_differing_position", f"token {min(differing)[0]} of row {min(differing)[1]}" if differing
+    out(f"greedy_first_differing_position{tag}", f"token {min(differing)[0]} of row {min(differing)[1]}" if differing
         else "none")
+    if differing:  # the reference's raw top-1 minus top-2 logit there: a tie or near-tie, or a real divergence
+        margins = ",".join(f"{reference.margins[r][i]:.4g}" for i, r in differing)
+        out(f"greedy_reference_margins_where_rows_part{tag}", margins)
 
 
 def bench_arm1(model, clock, args, pad_id, generate, label: str) -> dict[str, float]:
@@ -280,6 +285,7 @@ def main() -> None:
     ap.add_argument("--no-vllm", action="store_true")
     ap.add_argument("--vllm-memory", type=float, default=0.3, help="vLLM gpu_memory_utilization")
     ap.add_argument("--fixed-readout-budget-s", type=float, default=90.0, help="GPU: stop measuring fixed-32 then")
+    ap.add_argument("--only", default="", help="comma-separated parts to run (default all): " + ",".join(PARTS))
     ap.add_argument("--time-limit-s", type=float, default=450.0, help="vLLM is skipped when it would not fit")
     args = ap.parse_args()
     defaults = dict(decode_steps=128, repeats=3, arm1_steps=6, readout_items=wl.READOUT_ITEMS, readout_batches=4,
@@ -324,7 +330,9 @@ def main() -> None:
 
     def section(name: str, fn):
         """Run one part; on a GPU (one expensive call) a failure is printed and the rest still runs, and
-        the part's peak GPU memory is printed (`torch.cuda.max_memory_allocated`, GiB)."""
+        the part's peak GPU memory is printed (`torch.cuda.max_memory_allocated`, GiB). `--only` leaves out the rest."""
+        if only and name not in only:
+            return None
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
         try:
@@ -340,6 +348,9 @@ def main() -> None:
             if device.type == "cuda":
                 out(f"peak_gpu_memory_gib_{name}", torch.cuda.max_memory_allocated() / 2**30)
 
+    only = set(filter(None, args.only.split(",")))
+    if only - set(PARTS):
+        sys.exit(f"--only: unknown parts {sorted(only - set(PARTS))} (known: {', '.join(PARTS)})")
     static_gen = our_generate(static_engine.generate, device)
     engines = {"hf_generate": hf_generate, "reference": our_generate(engine.generate, device), "static": static_gen}
     ms = section("decode", lambda: bench_decode(model, clock, args, pad_id, engines))
@@ -360,13 +371,24 @@ def main() -> None:
         if ms and ms_eager:
             out("cuda_graph_speedup", ms_eager / ms["static"])
     section("agreement", lambda: greedy_agreement(model, pad_id, args.decode_steps))
+    if device.type == "cuda":  # the dtype `model.engine=auto` may pick static for on a GPU (engines.PROVEN_IDENTICAL)
+
+        def agreement_float32():
+            wide = wl.build_qwen3(wl.QWEN3_0_6B, torch.float32, device)
+            try:
+                greedy_agreement(wide, pad_id, args.decode_steps, "_float32")
+            finally:
+                static_engine.release(wide)
+
+        section("agreement_float32", agreement_float32)
 
     arm1 = section("arm1", lambda: bench_arm1(model, clock, args, pad_id, static_gen, "static"))
     if arm1 and ms:
         step = 1e-3 * ms["reference"] * arm1["mean_step_max"] + arm1["train_s_per_token"] * arm1["mean_tokens"]
         out("arm1_step_s_reference_projected", step)
 
-    prompts, lengths = readout_workload(args, model.config.vocab_size)
+    reading = not only or only & {"readout_fixed32", "readout_refill", "vllm"}
+    prompts, lengths = readout_workload(args, model.config.vocab_size) if reading else ([], [])
     deadline = time.perf_counter() + args.fixed_readout_budget_s
     fixed = section("readout_fixed32", lambda: bench_readout_fixed(model, clock, args, pad_id, prompts, lengths,
                                                                   deadline))

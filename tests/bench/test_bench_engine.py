@@ -31,6 +31,16 @@ def test_cpu_mode_prints_every_figure():
     assert figures["greedy_first_differing_position"] == "none"
     assert not any(k.startswith("peak_gpu_memory") for k in figures)  # a CUDA figure only
     assert 0.5 < float(figures["readout_refill_utilisation"]) <= 1.0  # generated tokens / slot-steps
+    only = subprocess.run([sys.executable, str(REPO / "bench" / "bench_engine.py"), "--cpu", "--quick", "--only",
+                           "agreement"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    parts = {line.split("=", 1)[0] for line in only.stdout.splitlines() if line.startswith(("decode_ms", "greedy_",
+                                                                                             "arm1_", "readout_"))}
+    assert only.returncode == 0 and parts == {"greedy_rows_identical_static_vs_reference",
+                                              "greedy_token_agreement_static_vs_reference",
+                                              "greedy_first_differing_position"}, only.stdout
+    wrong = subprocess.run([sys.executable, str(REPO / "bench" / "bench_engine.py"), "--cpu", "--only", "decoder"],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert wrong.returncode == 1 and "--only: unknown parts ['decoder']" in wrong.stderr
 
 
 def _workloads():

@@ -73,7 +73,7 @@ def test_the_gpu_check_dry_run_installs_the_carried_wheels_offline_and_runs_ever
     for key in ("b8_static", "b8_reference", "b32_static", "b32_reference"):  # each beside its floor
         assert float(figures[f"engine.decode_ms_per_step_{key}"]) > 0 and f"engine.decode_ms_per_step_{key}_over_floor" in figures
     assert figures["engine.greedy_first_differing_position"] == "none"  # float32 on the CPU: token-identical
-    assert float(figures["engine.readout_tokens_per_s_refill_static"]) > 0 and "engine.readout_s_fixed32_static_over_floor" in figures
+    assert float(figures["engine.readout_tokens_per_s_refill_static"]) > 0 and "engine.readout_fixed32_ms_per_step_over_floor" in figures
     assert figures_of((tmp_path / "gpu_check_summary.txt").read_text()) == figures  # written as it went
 
 
@@ -88,6 +88,23 @@ def test_the_gpu_check_keeps_its_deadline_and_still_prints_its_summary(gpu_work,
     assert any(figures[f"{part}_error"].startswith("Cut: cut at its share of the deadline") for part in
                ("install", "engine", "arm1", "tests") if f"{part}_error" in figures), run.stdout
     assert "elapsed_s_total" in (tmp_path / "gpu_check_summary.txt").read_text()
+
+
+def test_a_part_cut_at_its_deadline_keeps_its_figures_under_its_own_prefix(tmp_path, monkeypatch):
+    """Seen on the GPU: the engine part, cut at its share, kept its figures without the `engine.` prefix, so the
+    summary and the ratios to the floors left them all out."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    monkeypatch.setattr(gpu_check, "figures", {})
+    monkeypatch.setattr(gpu_check, "summary_file", tmp_path / "summary.txt")
+    slow = "import time; print('decode_ms_per_step_b8_static=2.876', flush=True); time.sleep(30)"
+    with pytest.raises(gpu_check.Cut, match="cut at its share of the deadline"):
+        gpu_check.sh([sys.executable, "-c", slow], 1.5, prefix="engine.")
+    assert gpu_check.figures == {"engine.decode_ms_per_step_b8_static": "2.876"}
+    assert (tmp_path / "summary.txt").read_text() == "engine.decode_ms_per_step_b8_static=2.876\n"
 
 
 def test_a_gpu_check_without_its_carried_folder_says_what_to_do(tmp_path):

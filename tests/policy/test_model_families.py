@@ -106,7 +106,8 @@ def test_auto_says_which_engine_it_chose_and_why(folders, caplog):
     assert engines.auto_choice(tiny) == (
         "static", "float32 weights on cpu, a Qwen3-shaped model: proven token-identical to reference")
     assert engines.auto_choice(tiny.to(torch.bfloat16)) == (
-        "reference", "bfloat16 on cpu: static is proven token-identical only for float32 on the CPU")
+        "reference", "bfloat16 on cpu: static is proven token-identical only for float32 weights (on the CPU and "
+        "on a CUDA GPU)")
     tiny.to(torch.float32)
     models = {family: policy_of(folder).model for family, folder in folders.items()}
     assert {family: engines.auto_choice(model) for family, model in models.items()} == {

@@ -1,6 +1,7 @@
 """What only a GPU can show (skipped on a machine without CUDA; `bench/gpu_check.py` runs them there):
 the static engine's CUDA-graph decode against the reference engine, in float32 and bfloat16, the
-candidate-set nucleus filter on CUDA tensors, and `model.engine=auto` choosing the reference on a GPU."""
+candidate-set nucleus filter kept off CUDA tensors (where it is not the full sort bit for bit), and
+`model.engine=auto` choosing static for float32 and the reference for bf16 on a GPU (`engines.PROVEN_IDENTICAL`)."""
 
 from __future__ import annotations
 
@@ -24,15 +25,21 @@ def _both(model, **kw):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_cuda_graph_decode_agrees_with_the_reference(dtype):
     model = make_random_qwen3(seed=3).to("cuda", dtype).eval()
-    ref, fast = _both(model, max_new_tokens=24, eos_id=None, pad_id=PAD, temperature=0, top_p=1.0)
-    same = sum(a == b for a, b in zip(ref.sequences, fast.sequences))
-    print(f"gpu greedy {dtype}: {same}/{len(ref.sequences)} rows token-identical")
-    if dtype == torch.float32:
-        assert same == len(ref.sequences)  # what would let model.engine=auto use static on a GPU in float32
+    ref, fast = _both(model, max_new_tokens=24, eos_id=None, pad_id=PAD, temperature=0, top_p=1.0,
+                      record_margins=True)
+    same = sum(a == b for a, b in zip(ref.tokens, fast.tokens))
+    first = [next((t for t, (a, b) in enumerate(zip(r, f)) if a != b), None) for r, f in zip(ref.tokens, fast.tokens)]
+    gaps = [ref.margins[i][t] for i, t in enumerate(first) if t is not None]  # the reference's top-1 minus top-2
+    print(f"gpu greedy {dtype}: {same}/{len(ref.tokens)} rows token-identical; reference logit margins where a "
+          f"row first differs: {gaps}")
     static_engine.release(model)
+    if dtype == torch.float32:
+        assert same == len(ref.tokens)  # what lets model.engine=auto use static on a GPU in float32
+    else:  # bf16 logits tie or nearly tie often on a random model: a row may part only at such a step
+        assert all(g <= 0.125 for g in gaps), gaps
 
 
-def test_the_candidate_filter_on_cuda_tensors_matches_the_full_sort():
+def test_the_candidate_filter_stays_off_cuda_where_it_is_not_the_full_sort():
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(8, 151_936, generator=g)
     logits[:, :40] += torch.linspace(12, 4, 40)
@@ -40,13 +47,20 @@ def test_the_candidate_filter_on_cuda_tensors_matches_the_full_sort():
     rows = [_top_p_candidates(row, 0.9) for row in probs]
     full = top_p_sorted(probs, 0.9)
     decided = [(r, f) for r, f in zip(rows, full) if r is not None]
-    print(f"candidate top-p on CUDA: {len(decided)}/8 rows decided on candidates "
+    equal = sum(torch.equal(r / r.sum(), f) for r, f in decided)
+    print(f"candidate top-p on CUDA: {len(decided)}/8 rows decided on candidates, {equal} equal to the full sort "
           f"(CANDIDATE_DEVICES: {nucleus.CANDIDATE_DEVICES})")
-    assert decided and all(torch.equal(r / r.sum(), f) for r, f in decided)  # what would let CUDA join them
+    if equal < len(decided) or not decided:  # not bit-exact on CUDA: the filter must take the full sort there
+        assert "cuda" not in nucleus.CANDIDATE_DEVICES
+    assert torch.equal(nucleus.top_p_filter(probs, 0.9), full)
 
 
-def test_auto_decodes_with_the_reference_on_a_gpu(monkeypatch):
+def test_auto_decodes_float32_with_static_and_bf16_with_the_reference_on_a_gpu(monkeypatch):
     called = []
+    monkeypatch.setattr(engines.static_engine, "generate", lambda *a, **k: called.append("static"))
     monkeypatch.setattr(engines.engine, "generate", lambda *a, **k: called.append("reference"))
-    engines.auto_generate(torch.nn.Linear(2, 2).cuda(), [[1]])
-    assert called == ["reference"]
+    model = make_random_qwen3(seed=3).to("cuda", torch.float32)
+    engines.auto_generate(model, [[1]])
+    engines.auto_generate(model.to(torch.bfloat16), [[1]])
+    assert called == ["static", "reference"]
+    assert engines.auto_choice(model)[0] == "reference"

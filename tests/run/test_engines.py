@@ -45,6 +45,12 @@ def test_auto_is_the_static_engine_only_where_it_is_proven_identical(monkeypatch
     engines.auto_generate(torch.nn.Linear(2, 2), [[1]])  # float32 on the CPU
     engines.auto_generate(torch.nn.Linear(2, 2).to(torch.bfloat16), [[1]])
     assert called == ["static", "reference"]
+    # on a GPU (tests/rollout/test_gpu.py runs it there): float32 proven token-identical, bf16 and fp16 not
+    by_place = {(d, str(t)): engines._by_place((d, t))[0] for d in ("cuda", "cpu")
+                for t in (torch.float32, torch.bfloat16, torch.float16)}
+    assert by_place == {("cuda", "torch.float32"): "static", ("cuda", "torch.bfloat16"): "reference",
+                        ("cuda", "torch.float16"): "reference", ("cpu", "torch.float32"): "static",
+                        ("cpu", "torch.bfloat16"): "reference", ("cpu", "torch.float16"): "reference"}
 
 
 @pytest.mark.slow

@@ -10,9 +10,12 @@ read-outs pick one by name and call it the same way:
 - ``vllm``: `vllm_engine.generate`, vLLM in-process (GPU, optional extra); its own sampler (same
   rules up to rounding, not the same random stream); weights pushed after every update.
 - ``auto``: ``static`` where a test proves it token-identical to ``reference`` -- float32 weights on
-  the CPU (tests/rollout/test_static_engine.py, tests/run/test_engines.py) -- and ``reference``
-  everywhere else (bfloat16, any GPU: unproven until the GPU check, `bench/gpu_check.py`, says so),
-  and for any model that is not Qwen3-shaped (Llama, Qwen2, ...: the static step is Qwen3's layer).
+  the CPU (tests/rollout/test_static_engine.py, tests/run/test_engines.py) and on a CUDA GPU (the GPU
+  check, `bench/gpu_check.py`, on an H200: tests/rollout/test_gpu.py and Qwen3-0.6B's shape, every
+  row of 128 greedy tokens identical) -- and ``reference`` everywhere else: bfloat16 and float16
+  (there the two engines' kernels round differently, so rows part at logit ties: 2 of 8 rows of the
+  0.6B shape identical on the GPU, each parting at a top-1/top-2 gap of 0 or one bf16 step), and any
+  model that is not Qwen3-shaped (Llama, Qwen2, ...: the static step is Qwen3's layer).
   It logs its choice and the reason once per model (`auto_choice`), so a run's logs/run.log says it.
   The smoke profile's tiny model uses it; the paper profile keeps ``reference``.
 """
@@ -30,7 +33,8 @@ from rlvr_sweep.rollout.qwen3_step import UnsupportedModel, check_supported
 
 log = logging.getLogger(__name__)
 
-PROVEN_IDENTICAL = {("cpu", torch.float32)}  # (device type, dtype) where static == reference, by test
+PROVEN_IDENTICAL = {("cpu", torch.float32), ("cuda", torch.float32)}  # (device type, dtype): static == reference,
+# by test (the CUDA entry: the GPU check of 2026-12-04, torch 2.11.0+cu130, transformers 5.17.0, docs/testing.md)
 
 # model -> ((device type, dtype) decided for, engine name): decided and logged once per model (again
 # only if the model moves to another device or dtype); weak, so a released model takes its entry along
@@ -48,7 +52,7 @@ def _by_place(where: tuple[str, torch.dtype]) -> tuple[str, str]:
     if where in PROVEN_IDENTICAL:
         return "static", f"float32 weights on {device}, a Qwen3-shaped model: proven token-identical to reference"
     return "reference", (f"{str(dtype).removeprefix('torch.')} on {device}: static is proven token-identical "
-                         "only for float32 on the CPU")
+                         "only for float32 weights (on the CPU and on a CUDA GPU)")
 
 
 def _not_qwen3(model: torch.nn.Module, err: UnsupportedModel) -> tuple[str, str]:
@@ -60,7 +64,8 @@ def auto_choice(model: torch.nn.Module) -> tuple[str, str]:
     ``('static', 'float32 weights on cpu, a Qwen3-shaped model: proven token-identical to reference')``
     for the tiny Qwen3 checkpoint, ``('reference', "LlamaForCausalLM is not Qwen3-shaped: model_type
     'llama' is not 'qwen3'")`` for a float32 Llama, ``('reference', 'bfloat16 on cuda: static is
-    proven token-identical only for float32 on the CPU')`` for any model in bf16 on a GPU."""
+    proven token-identical only for float32 weights (on the CPU and on a CUDA GPU)')`` for any model in
+    bf16 on a GPU."""
     choice = _by_place(_where(model))
     if choice[0] == "static":
         try:
@@ -93,5 +98,5 @@ ENGINES = Registry("rollout engine", group="model", key="engine")
 ENGINES.add(Option("reference", engine.generate, doc="a Python loop over a transformers DynamicCache (the baseline)"))
 ENGINES.add(Option("static", static_engine.generate, doc="a preallocated cache and a fixed decode step (CUDA graphs)"))
 ENGINES.add(Option("vllm", vllm_engine.generate, doc="vLLM in-process (GPU, optional extra)"))
-ENGINES.add(Option("auto", auto_generate, doc="static where proven token-identical to reference (CPU float32), else reference"))
+ENGINES.add(Option("auto", auto_generate, doc="static where proven token-identical to reference (float32), else reference"))
 
