@@ -116,6 +116,28 @@ def test_a_probe_into_a_folder_another_probe_writes_writes_nothing(tmp_path):
     assert not out.exists()
 
 
+def test_a_probe_refuses_a_busy_or_finished_folder_before_importing_torch(tmp_path):
+    """Seen: the refusal came only after 5-9 s of imports (torch, transformers); want: before them."""
+    out, tiny = tmp_path / "p", "pkg:rlvr_sweep.policy/assets/tiny_qwen3"
+    code = ("import sys; from rlvr_sweep.evaluation.cli import main; rc = main(sys.argv[1:]); "
+            "print('heavy:', [m for m in ('torch', 'transformers') if m in sys.modules]); sys.exit(rc)")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
+
+    def probe():
+        return subprocess.run([sys.executable, "-c", code, "probe", tiny, tiny, "--out", str(out)],
+                              capture_output=True, text=True, env=env, timeout=120)
+
+    with run_lock(out):
+        busy = probe()
+    assert busy.returncode == 3 and "is being run by pid" in busy.stderr, busy.stderr[-2000:]
+    assert "heavy: []" in busy.stdout
+    out.mkdir()
+    (out / store.DONE_MARKER).touch()
+    done = probe()
+    assert done.returncode == 0 and "already holds a finished probe" in done.stdout, done.stderr[-2000:]
+    assert "heavy: []" in done.stdout
+
+
 @pytest.mark.slow
 def test_a_full_disk_leaves_a_recorded_failure_and_no_temporary_files(tmp_path):
     """Seen: on a full disk the run exited 1 with 'No space left on device', left 2 temporary files

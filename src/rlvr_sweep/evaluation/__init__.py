@@ -7,18 +7,21 @@ deterministic low-margin forks from one teacher-forced margin pass, §5.6). `pro
 prefixes into a recipient (Table 5A): `python -m rlvr_sweep.evaluation probe DONOR RECIPIENT --out DIR`.
 """
 
-from rlvr_sweep.evaluation.continuation import Continuations, continue_prefixes, plan_batches
-from rlvr_sweep.evaluation.forks import evaluate_forks, plan_item_forks
-from rlvr_sweep.evaluation.greedy import evaluate_greedy, grade_row
-from rlvr_sweep.evaluation.readout import ReadoutSettings, accuracy_rows
-from rlvr_sweep.evaluation.registry import READOUTS
-from rlvr_sweep.evaluation.sampled import evaluate_sampled
-from rlvr_sweep.evaluation.schedule import SCHEDULES, decode_readout
-from rlvr_sweep.evaluation.teacher_forcing import TeacherForced, agreement, teacher_forced
+import importlib
 
-__all__ = [
-    "Continuations", "READOUTS", "SCHEDULES", "ReadoutSettings", "TeacherForced", "accuracy_rows",
-    "agreement",
-    "continue_prefixes", "decode_readout", "evaluate_forks", "evaluate_greedy", "evaluate_sampled",
-    "grade_row", "plan_batches", "plan_item_forks", "teacher_forced",
-]
+# name -> the module that defines it, imported when first asked for (torch and transformers come with most):
+# `python -m rlvr_sweep.evaluation probe` refuses a busy or finished folder before any of them loads
+_WHERE = {
+    "Continuations": "continuation", "continue_prefixes": "continuation", "plan_batches": "continuation",
+    "evaluate_forks": "forks", "plan_item_forks": "forks", "evaluate_greedy": "greedy", "grade_row": "greedy",
+    "ReadoutSettings": "readout", "accuracy_rows": "readout", "READOUTS": "registry",
+    "evaluate_sampled": "sampled", "SCHEDULES": "schedule", "decode_readout": "schedule",
+    "TeacherForced": "teacher_forcing", "agreement": "teacher_forcing", "teacher_forced": "teacher_forcing",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"rlvr_sweep.evaluation.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'rlvr_sweep.evaluation' has no attribute {name!r}")

@@ -26,19 +26,17 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
-import torch
 import yaml
-from transformers.utils import logging as hf_logging
 
 from rlvr_sweep import store
 from rlvr_sweep.config import DataConfig, ModelConfig
-from rlvr_sweep.data import DataError, benchmark_rows
-from rlvr_sweep.evaluation.probe import ProbeSettings, run_probe
-from rlvr_sweep.policy import ModelLoadError, load_policy, resolve_model_folder
-from rlvr_sweep.reward import get_grader, grading
+from rlvr_sweep.data import DataError
+from rlvr_sweep.policy import ModelLoadError, resolve_model_folder
 from rlvr_sweep.store.identity import model_digest
 from rlvr_sweep.store.walk import PROBE_JSON  # the marker of a probe folder
+
+# torch, transformers and pandas are imported in `_probe_locked`, once the folder is known to need a probe:
+# a finished or busy folder is answered in about a second, not after 5-9 s of imports
 
 FILES = {"greedy": "probe_greedy.parquet", "items": "probe_items.parquet", "rows": "probe_rows.parquet"}
 EXIT_OK, EXIT_BAD_INPUT, EXIT_BUSY = 0, 2, 3
@@ -111,6 +109,16 @@ def _probe(args) -> int:
 
 
 def _probe_locked(args, out: Path, donor: dict, recipient: dict) -> int:
+    import pandas as pd
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    from rlvr_sweep.data import benchmark_rows
+    from rlvr_sweep.evaluation.probe import ProbeSettings, run_probe
+    from rlvr_sweep.policy import load_policy
+    from rlvr_sweep.reward import get_grader, grading
+
+    hf_logging.disable_progress_bar()  # the probe reports its own progress
     cfg = recipient["config"] or donor["config"]
     data = DataConfig(**{k: v for k, v in (cfg.get("data") or {}).items() if k in DataConfig.__dataclass_fields__})
     if args.data_root:
@@ -171,7 +179,6 @@ def _digest(policy) -> str:
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
-    hf_logging.disable_progress_bar()  # the probe reports its own progress
     try:
         return _probe(args)
     except (FileNotFoundError, ValueError, DataError, ModelLoadError) as err:
