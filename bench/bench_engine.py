@@ -43,8 +43,8 @@ from rlvr_sweep.update import apply_update, make_adamw, pack_sequences, policy_l
 
 TINY = Path(__file__).resolve().parents[1] / "src" / "rlvr_sweep" / "policy" / "assets" / "tiny_qwen3"
 TEMPERATURE, TOP_P, GROUP = 0.8, 0.9, 8
-PARTS = ("decode", "decode_b32", "decode_eager", "agreement", "agreement_float32", "arm1", "readout_fixed32",
-         "readout_refill", "vllm")
+PARTS = ("decode", "decode_b32", "decode_eager", "step_split_b8", "step_split_b32", "agreement", "agreement_float32",
+         "arm1", "readout_fixed32", "readout_refill", "vllm")
 
 
 def out(key: str, value) -> None:
@@ -131,6 +131,42 @@ def bench_decode(model, clock, args, pad_id, engines: dict, batch: int = GROUP) 
         ratio = statistics.median(times["hf_generate"][n]) / statistics.median(times["static"][n])
         out("static_vs_hf_generate_tokens_per_s_ratio", ratio)
     return ms
+
+
+def step_split(model, clock, args, pad_id, batch: int, engine_ms: float | None) -> None:
+    """Where a static decode step's time goes, at the decode bench's batch and context: the captured step
+    alone (a CUDA graph replay on a GPU, eager here), top-p sampling alone (`engine.sample_next_token` at its
+    settings) and a greedy pick alone, each the mean over ``decode_steps``; the rest of the engine's
+    ms/step (``decode_ms_per_step_b{batch}_static``) is its loop's own host work."""
+    prompts = decode_prompts(batch, model.config.vocab_size, args.cpu)
+    n, width, tag = args.decode_steps, max(map(len, prompts)), f"b{batch}"
+    static_engine.generate(model, prompts, max_new_tokens=n, eos_id=-1, pad_id=pad_id, temperature=TEMPERATURE,
+                           top_p=TOP_P)  # the cache and the graphs of these windows exist from here on
+    session = static_engine.session_for(model)
+    rows, device = session.rows_for(batch), session.weights.device
+    runner = session.runner(rows, width + n)
+    tokens = torch.full((rows,), pad_id, dtype=torch.long, device=device)
+
+    def steps():  # the engine loop's steps without its sampling: the same windows, positions and writes
+        rope = torch.full((rows,), width, dtype=torch.long, device=device)
+        write = rope.clone()
+        for k in range(n):
+            logits = runner.step(tokens, rope, write, width + k + 1)
+            rope += 1
+            write += 1
+        return logits
+
+    with torch.no_grad():
+        t_steps, logits = clock.time(steps)
+        logits = logits[:batch].clone()
+        gen = torch.Generator(device=device).manual_seed(0)
+        t_top_p, _ = clock.time(lambda: [engine.sample_next_token(logits, TEMPERATURE, TOP_P, gen) for _ in range(n)])
+        t_greedy, _ = clock.time(lambda: [engine.sample_next_token(logits, 0.0, 1.0) for _ in range(n)])
+    split = {"step": 1e3 * t_steps / n, "top_p_sampling": 1e3 * t_top_p / n, "greedy_pick": 1e3 * t_greedy / n}
+    for name, ms in split.items():
+        out(f"step_split_{name}_ms_{tag}", ms)
+    if engine_ms is not None:
+        out(f"step_split_rest_ms_{tag}", engine_ms - split["step"] - split["top_p_sampling"])
 
 
 def greedy_agreement(model, pad_id, n: int, tag: str = "") -> None:
@@ -355,7 +391,7 @@ def main() -> None:
     engines = {"hf_generate": hf_generate, "reference": our_generate(engine.generate, device), "static": static_gen}
     ms = section("decode", lambda: bench_decode(model, clock, args, pad_id, engines))
     both = {name: engines[name] for name in ("reference", "static")}  # the read-out's batch and context
-    section("decode_b32", lambda: bench_decode(model, clock, args, pad_id, both, batch=32))
+    ms_b32 = section("decode_b32", lambda: bench_decode(model, clock, args, pad_id, both, batch=32))
     if device.type == "cuda":  # what the graphs buy: the same step run eagerly
 
         def eager():
@@ -370,6 +406,9 @@ def main() -> None:
         ms_eager = section("decode_eager", eager)
         if ms and ms_eager:
             out("cuda_graph_speedup", ms_eager / ms["static"])
+    for batch, engine_ms in ((GROUP, ms), (32, ms_b32)):
+        section(f"step_split_b{batch}", lambda batch=batch, engine_ms=engine_ms: step_split(
+            model, clock, args, pad_id, batch, (engine_ms or {}).get("static")))
     section("agreement", lambda: greedy_agreement(model, pad_id, args.decode_steps))
     if device.type == "cuda":  # the dtype `model.engine=auto` may pick static for on a GPU (engines.PROVEN_IDENTICAL)
 

@@ -18,7 +18,8 @@ made:
    from where it was found. The dry run installs into a clean folder the same way and blocks these
    packages from anywhere else (`offline_site.blocker`), so it proves the carried set is complete;
 2. engine: `bench/bench_engine.py`'s GPU mode on a randomly initialised Qwen3-0.6B-shaped model in bf16:
-   decode ms per step for `reference` and `static` (CUDA graphs), greedy tokens of static against the
+   decode ms per step for `reference` and `static` (CUDA graphs) and where a static step's time goes (the
+   graph replay, top-p sampling, the loop's own host work: `step_split`), greedy tokens of static against the
    reference in bf16 and in float32 (with the reference's logit margin where rows part), the Arm 1 replay,
    and the read-out schedules on 320 of the 950 items (`--cpu --quick` in the dry run);
 3. arm1: a real Arm 1 run of the paper profile through `python -m rlvr_sweep` (`+arm=baseline`, bf16,
@@ -254,7 +255,7 @@ class Check:
             out(f"{name}_s", time.perf_counter() - started)
         print("== summary", flush=True)
         wanted = (r"engine\.(decode_ms_per_step|readout_fixed32_ms|readout_s|readout_tokens_per_s|arm1_projected|"
-                  r"greedy_|peak_gpu|cuda_graph_speedup|static_vs_hf)")
+                  r"greedy_|peak_gpu|cuda_graph_speedup|static_vs_hf|step_split)")
         for key in sorted(k for k in figures if re.match(wanted, k)):
             out(key, figures[key])
         for key, floor in FLOORS.items():

@@ -24,7 +24,8 @@ def test_cpu_mode_prints_every_figure():
                 "readout_s_fixed32_static", "readout_s_refill_static", "projected_total_s_static_fixed32",
                 "projected_total_s_static_refill", "vllm", "decode_ms_per_step_b32_reference",
                 "decode_ms_per_step_b32_static", "readout_tokens_per_s_fixed32_static",
-                "readout_tokens_per_s_refill_static"):
+                "readout_tokens_per_s_refill_static", "step_split_step_ms_b8", "step_split_top_p_sampling_ms_b8",
+                "step_split_greedy_pick_ms_b8", "step_split_rest_ms_b8", "step_split_step_ms_b32"):
         assert key in figures, f"{key} missing from:\n{run.stdout}"
     assert "decode_ms_per_step_b32_hf_generate" not in figures  # batch 32: the two engines the read-out uses
     assert float(figures["greedy_rows_identical_static_vs_reference"]) == 1.0  # float32 CPU: bitwise equal
