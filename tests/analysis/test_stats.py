@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -107,16 +105,6 @@ def test_bootstrap_rejects_bad_input():
         bootstrap_ci(np.zeros((3, 0)))
     with pytest.raises(ValueError, match="level"):
         bootstrap_ci([[1.0, 0.0]], level=95)
-
-
-def test_4000_resamples_of_3_by_950_are_fast():
-    d = np.random.default_rng(0).integers(0, 2, size=(3, 950)).astype(float)
-    for method in METHODS:
-        started = time.perf_counter()
-        bootstrap_ci(d, method, 4000)
-        elapsed = time.perf_counter() - started
-        print(f"{method}: {elapsed:.3f}s")
-        assert elapsed < 3.0  # well under a second on an idle core; slack for a shared CI machine
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -122,6 +122,17 @@ def test_generation_bench_compares_with_model_generate(tmp_path):
 
 
 @pytest.mark.slow
+def test_bootstrap_bench_times_every_method(tmp_path):
+    """(It replaces a timed test: speed is a benchmark's figure, not a test's verdict.)"""
+    out = bench("bench_bootstrap.py", "--items", "50", "--resamples", "200", "--repeats", "2", tmp_path=tmp_path)
+    lines = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+    assert sorted(lines) == ["flat", "question", "two_level"], out
+    figures = {m: dict(kv.split("=") for kv in v.split()) for m, v in lines.items()}
+    assert all(float(f["s_first"]) > 0 and float(f["s_kept_median"]) > 0 for f in figures.values())
+    assert len({(f["mean"], f["lower"], f["upper"]) for f in figures.values()}) == 3  # each method its own interval
+
+
+@pytest.mark.slow
 def test_grader_load_bench_keeps_every_call_near_the_limit(tmp_path):
     out = bench("bench_grader_load.py", "--threads", "2", "--calls", "3", "--limit", "1", tmp_path=tmp_path)
     assert "6 calls from 2 threads, limit 1.0 s" in out and "pool counters" in out
