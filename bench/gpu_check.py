@@ -58,8 +58,9 @@ DEPENDENCIES = ("torch", "transformers", "hydra", "omegaconf", "antlr4", "submit
 GPU_TESTS = ("tests/rollout/test_gpu.py", "tests/rollout/test_vllm_engine.py")
 GPU_ONLY = "tests/rollout/test_gpu.py"  # every test of it must run and pass on the GPU (vLLM's may skip: no vLLM)
 SHARES = {"install": 0.08, "engine": 0.52, "arm1": 0.26, "tests": 0.12}  # of the deadline, in this order
-# (seen on the H200, 2026-12-04, of 480 s: install 17-21 s; engine ~290 s with the 950-item read-out, about
-# 200 s with 320 items and the float32 agreement; arm1 82 s; tests 18-28 s)
+# (seen on the H200, 2026-12-04, of 480 s: install 17-21 s; engine ~290 s with the 950-item read-out, which
+# its parts' times put at about 200 s with 320 items and the float32 agreement (estimated, not yet run whole);
+# arm1 82 s; tests 18-28 s)
 ENGINE_READOUT_ITEMS = 320  # of the 950: ten fixed batches of 32 (the first measured, the rest projected) and refill
 FLOORS = {  # H200 bf16 (4.8 TB/s, ~790 TFLOP/s), from the issue's arithmetic: weights + KV cache read per step
     "engine.decode_ms_per_step_b8_static": 0.33, "engine.decode_ms_per_step_b8_reference": 0.33,  # ~400-token context

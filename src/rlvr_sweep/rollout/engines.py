@@ -11,11 +11,10 @@ read-outs pick one by name and call it the same way:
   rules up to rounding, not the same random stream); weights pushed after every update.
 - ``auto``: ``static`` where a test proves it token-identical to ``reference`` -- float32 weights on
   the CPU (tests/rollout/test_static_engine.py, tests/run/test_engines.py) and on a CUDA GPU (the GPU
-  check, `bench/gpu_check.py`, on an H200: tests/rollout/test_gpu.py and Qwen3-0.6B's shape, every
-  row of 128 greedy tokens identical) -- and ``reference`` everywhere else: bfloat16 and float16
-  (there the two engines' kernels round differently, so rows part at logit ties: 2 of 8 rows of the
-  0.6B shape identical on the GPU, each parting at a top-1/top-2 gap of 0 or one bf16 step), and any
-  model that is not Qwen3-shaped (Llama, Qwen2, ...: the static step is Qwen3's layer).
+  check, tests/rollout/test_gpu.py; its figures in docs/testing.md) -- and ``reference`` everywhere
+  else: bfloat16 and float16 (the two engines' kernels round differently, so rows part at logit ties;
+  `static_engine`'s docstring), and any model that is not Qwen3-shaped (Llama, Qwen2, ...: the static
+  step is Qwen3's layer).
   It logs its choice and the reason once per model (`auto_choice`), so a run's logs/run.log says it.
   The smoke profile's tiny model uses it; the paper profile keeps ``reference``.
 """
