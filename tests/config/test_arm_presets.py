@@ -1,11 +1,12 @@
 """Every arm preset, composed, holds the paper's recipe (Table 1, Table 3, §3.2, §4): one row per arm,
-written by hand from the paper."""
+written by hand from the paper; the paper's arms keep the paper's objective, and the arms of the objectives
+GRPO is compared with hold the constants of the papers they cite (one row each, written from those papers)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rlvr_sweep.config import paper_arm
+from rlvr_sweep.config import ObjectiveConfig, paper_arm
 from tests.conftest import CONF_DIR
 from tests.helpers import compose_cfg
 
@@ -48,8 +49,38 @@ def observed(cfg) -> tuple:
             e.zero_cont_token_mass, t.active_steps, t.steps, t.max_steps, t.tail_average, s.split_tokens, paper_arm(cfg))
 
 
+OBJECTIVE_COLUMNS = ("objective", "clip_low", "clip_high", "clip_dual", "passes", "mini_batches", "aggregation", "kl_beta",
+                     "kl_estimator", "mask_truncated", "estimator", "step", "gate", "recipe", "active")
+OBJECTIVE_ROWS = {  # sampler flat, G = 8, lr 1e-5, horizon 512 and the other constants of Arm 1
+    # DeepSeekMath eq. 3-4, §4.2 (eps: PPO's 0.2, not stated there)
+    "grpo_original": ("ppo_clip", 0.2, 0.2, None, 1, 1, "seq_mean_token_mean", 0.04, "k3", False, "grpo",
+                      "full_backward", None, "scale_then_sum", None),
+    # GSPO §5.1: eps 3e-4 / 4e-4, four mini-batches, eq. 5's mean of token means
+    "gspo": ("gspo", 3e-4, 4e-4, None, 1, 4, "seq_mean_token_mean", 0.0, "k3", False, "grpo", "zero_grad", None,
+             "scale_then_sum", None),
+    # Dr. GRPO: no std, a constant normaliser
+    "dr_grpo": ("reinforce", 0.2, 0.2, None, 1, 1, "seq_mean_token_sum_norm", 0.0, "k3", False, "dr_grpo", "zero_grad",
+                None, "scale_then_sum", None),
+}
+
+
+def objective_row(cfg) -> tuple:
+    o = cfg.objective
+    return (o.name, o.clip_low, o.clip_high, o.clip_dual, o.passes, o.mini_batches, o.aggregation, o.kl_beta,
+            o.kl_estimator, o.mask_truncated, cfg.estimator.name, cfg.optimizer_step.name, cfg.reward.gate_chars,
+            cfg.train.loss_recipe, cfg.train.active_steps)
+
+
 def test_the_table_covers_every_arm_file():
-    assert sorted(ROWS) == sorted(p.stem for p in (CONF_DIR / "arm").glob("*.yaml"))
+    assert sorted([*ROWS, *OBJECTIVE_ROWS]) == sorted(p.stem for p in (CONF_DIR / "arm").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("arm", sorted(OBJECTIVE_ROWS))
+def test_an_objective_arm_holds_its_papers_constants(arm):
+    cfg = compose_cfg([f"+arm={arm}"])
+    assert dict(zip(OBJECTIVE_COLUMNS, objective_row(cfg))) == dict(zip(OBJECTIVE_COLUMNS, OBJECTIVE_ROWS[arm]))
+    assert (cfg.sampler.name, cfg.sampler.group_size, cfg.train.lr, cfg.horizon.tokens) == ("flat", 8, 1e-5, 512)
+    assert paper_arm(cfg) == ""  # beside the paper's arms, not one of them
 
 
 @pytest.mark.parametrize("arm", sorted(ROWS))
@@ -65,5 +96,6 @@ def test_arm_preset_is_the_papers_recipe(arm):
     assert (cfg.model.hub_id, cfg.model.dtype, cfg.eval.max_new_tokens, cfg.eval.batch_size) == \
         ("Qwen/Qwen3-0.6B-Base", "bfloat16", 2048, 32)
     assert cfg.estimator.hinge_weight == HINGE.get(arm, 0.0)
+    assert cfg.objective == ObjectiveConfig()  # the paper's: reinforce, one pass, sum over tokens / G, no KL
     if cfg.sampler.name == "cf_fork":
         assert (s.fork_start, s.fork_end, s.fork_threshold) == (4, 64, 0.5)

@@ -8,8 +8,14 @@ when the ledgers gained columns (the rollouts' token ids and first 160 tokens' t
 `cf_pb_loser`), after checking that every arm's pair rows, grades and weights were unchanged. A change in
 any reward, advantage, pair row or update shows as a changed digest.
 
+Each digest covers the columns the tables had when the digests were written (`columns`, per table), so a
+column added since (the objective issue's health signals) leaves them as they were, while a change in any
+value of the existing ones does not.
+
 The digests are exact float results, so they hold on the machine kind they were written on (the same
-torch build and CPU capability, recorded in the file, as in CI); elsewhere the test skips, saying why.
+torch build and CPU capability, recorded in the file, as in CI); another machine kind keeps its own under
+`other_machines` (written by `RLVR_SWEEP_WRITE_LEDGERS=machine` on a commit whose reference digests were
+checked to hold, e.g. by running the same commit's arms side by side); elsewhere the test skips, saying why.
 Within one capability, a CPU whose math libraries pick other kernels rounds differently (seen: an AVX512
 Xeon with AMX, whose steps and weights digests differ for every arm and pairs digests for the
 counterfactual arms, while every rollout and grade is the same). Such a CPU keeps its own digests under
@@ -64,20 +70,34 @@ def cpu_signature() -> str:
             + " ".join(isa))
 
 
+def machine_key() -> str:
+    m = machine()
+    return f"{m['torch']} {m['cpu']}"
+
+
 def expected(golden: dict, key: str) -> dict:
-    """The reference digests of `key`, with this CPU's own where it has them."""
+    """The reference digests of `key`: this machine kind's own where it has them, with this CPU's own where
+    it has those."""
+    if key not in golden["runs"] and key not in golden.get("other_machines", {}).get(machine_key(), {}):
+        pytest.skip(f"no digests of {key} recorded on this machine kind ({machine_key()}) yet")
+    if golden["machine"] != machine():
+        return golden["other_machines"][machine_key()][key]
     own = golden.get("per_cpu", {}).get(cpu_signature(), {}).get(key, {})
     return {**golden["runs"][key], **own}
 
 
-def frame_digest(frame: pd.DataFrame) -> str:
-    columns = sorted(c for c in frame.columns if c not in KEYS and c not in TIMINGS)
+def frame_digest(frame: pd.DataFrame, recorded: list[str] | None = None) -> str:
+    """The digest of a table's rows over its columns, or over the `recorded` ones (those it had when the digests
+    were written) where given."""
+    columns = sorted(c for c in frame.columns if c not in KEYS and c not in TIMINGS
+                     and (recorded is None or c in recorded))
     rows = frame[columns].to_dict("records")
     return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def digests(run_dir: Path) -> dict:
-    out = {name: frame_digest(store.read_table(run_dir, name)) for name in ("steps", "rollouts", "pairs", "grades")}
+def digests(run_dir: Path, columns: dict | None = None) -> dict:
+    out = {name: frame_digest(store.read_table(run_dir, name), (columns or {}).get(name))
+           for name in ("steps", "rollouts", "pairs", "grades")}
     out["weights"] = hashlib.sha256((run_dir / "model" / "model.safetensors").read_bytes()).hexdigest()
     return out
 
@@ -88,20 +108,29 @@ def test_every_arm_writes_the_ledgers_it_wrote_before(overrides, tmp_path):
     key = " ".join(overrides)
     golden = json.loads(GOLDEN.read_text()) if GOLDEN.is_file() else {"machine": machine(), "runs": {}}
     writing = os.environ.get("RLVR_SWEEP_WRITE_LEDGERS")
-    if writing != "1" and golden["machine"] != machine():
-        pytest.skip(f"digests written on {golden['machine']}, this machine is {machine()}: exact floats differ")
+    if writing not in ("1", "machine") and golden["machine"] != machine() and \
+            machine_key() not in golden.get("other_machines", {}):
+        pytest.skip(f"digests written on {golden['machine']} and {sorted(golden.get('other_machines', {}))}, this "
+                    f"machine is {machine()}: exact floats differ")
+    want = expected(golden, key) if writing not in ("1", "cpu", "machine") else None  # skips an arm not recorded here
     info = run(compose_cfg([*overrides, "profile=smoke", f"run.out_root={tmp_path}"]))
-    got = digests(Path(info["run_dir"]))
-    if writing == "1":
+    got = digests(Path(info["run_dir"]), None if writing == "1" else golden.get("columns"))
+    if writing == "1":  # every column the tables have now, from here on
+        for name in ("steps", "rollouts", "pairs", "grades"):
+            now = set(store.read_table(Path(info["run_dir"]), name).columns) - KEYS - set(TIMINGS)
+            golden.setdefault("columns", {})[name] = sorted(now | set(golden["columns"].get(name, ())))
         golden["runs"][key] = got
         golden["machine"] = machine()
         golden.pop("per_cpu", None)  # recorded against the digests this replaces
+        golden.pop("other_machines", None)
+    elif writing == "machine":
+        golden.setdefault("other_machines", {}).setdefault(machine_key(), {})[key] = got
     elif writing == "cpu":
         own = {name: d for name, d in got.items() if d != golden["runs"][key][name]}
         golden.setdefault("per_cpu", {}).setdefault(cpu_signature(), {})[key] = own
-    if writing in ("1", "cpu"):
+    if writing in ("1", "cpu", "machine"):
         GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
         return
-    assert got == expected(golden, key), (
+    assert got == want, (
         f"what {key} computes changed, or this CPU ({cpu_signature()}) rounds differently from the one the "
         "digests were written on: on a commit whose digests pass in CI, RLVR_SWEEP_WRITE_LEDGERS=cpu records its own")

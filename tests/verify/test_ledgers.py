@@ -111,6 +111,16 @@ def test_backward_accounting_of_accumulated_questions():
     assert list(e["exp_out"]) == [0, 0, 0, 10 + 40, 0, 0]  # the last two wait for an update that never came
     assert list(e["exp_full"]) == [0, 0, 0, 50 + 2 * 2 * 3, 0, 0]
     assert list(_expected_backward(steps, "full_backward")["exp_out"]) == [0, 0, 0, 100, 0, 0]
+    assert list(_expected_backward(steps, "zero_grad", passes=2)["exp_out"]) == [0, 0, 0, 100, 0, 0]  # mu = 2
+
+
+def test_an_update_of_two_passes_counts_its_tokens_twice():
+    """PASS 3 on the hand-made sweep with run.json objective_passes = 2: the stored one-pass counts are wrong."""
+    def two_passes(t):
+        t["runs"]["objective_passes"] = 2
+
+    assert not any("backward tokens" in p for p in problems_of(sweep_with()))
+    assert any("backward tokens differ" in p for p in problems_of(sweep_with(two_passes)))
 
 
 def test_saved_tables_rebuild_or_differ(tmp_path):
@@ -291,7 +301,8 @@ def test_runs_found_clean_at_once_are_those_the_one_by_one_laws_pass(seed):
             **{c: rng.integers(0, 9, n) for c in TOTALS if c not in ("bwd_out_tokens", "bwd_full_tokens")},
         })
         opt = ["zero_grad", "full_backward", None][r % 3]
-        e = _expected_backward(steps.assign(bwd_out_tokens=0, bwd_full_tokens=0), opt)
+        passes = 1 + (r // 3) % 3  # an objective's passes over each update (run.json objective_passes)
+        e = _expected_backward(steps.assign(bwd_out_tokens=0, bwd_full_tokens=0), opt, passes)
         steps["bwd_out_tokens"], steps["bwd_full_tokens"] = e.sort_index()["exp_out"], e.sort_index()["exp_full"]
         if r % 4 == 1:
             steps.loc[int(rng.integers(0, n)), "bwd_out_tokens"] += 1
@@ -300,7 +311,8 @@ def test_runs_found_clean_at_once_are_those_the_one_by_one_laws_pass(seed):
         if r % 4 == 2:
             totals[f"totals.{TOTALS[int(rng.integers(0, len(TOTALS)))]}"] += 1
         frames.append(steps)
-        runs.append({"arm": "a", "horizon": 512, "seed": r, "run_hash": f"h{r}", "optimizer_step": opt, **totals})
+        runs.append({"arm": "a", "horizon": 512, "seed": r, "run_hash": f"h{r}", "optimizer_step": opt, **totals,
+                     **({"objective_passes": passes} if passes > 1 or r % 2 else {})})  # absent before the objectives
     s = pd.concat(frames, ignore_index=True).sample(frac=1.0, random_state=seed).reset_index(drop=True)
     runs = pd.DataFrame(runs)
     clean = _clean_runs(s, runs)

@@ -209,6 +209,13 @@ def bookkeeping_keys(schema) -> set[str]:
     return out
 
 
+def _same_identity(value, default) -> bool:
+    """A section (a dataclass) is at its default when its identity settings are; a value when it is equal."""
+    if dataclasses.is_dataclass(value) and dataclasses.is_dataclass(default):
+        return identity_dict(value) == identity_dict(default)
+    return value == default
+
+
 def identity_dict(cfg) -> dict:
     """The config as a nested dict without the settings declared `identity=False`."""
     out = {}
@@ -216,7 +223,7 @@ def identity_dict(cfg) -> dict:
         if not f.metadata.get("identity", True):
             continue
         value = getattr(cfg, f.name)
-        if f.metadata.get("identity") == WHEN_SET and value == _default(f):
+        if f.metadata.get("identity") == WHEN_SET and _same_identity(value, _default(f)):
             continue
         out[f.name] = identity_dict(value) if dataclasses.is_dataclass(value) else copy.deepcopy(value)
     return out

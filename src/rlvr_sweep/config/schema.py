@@ -27,7 +27,8 @@ PATH_NAME = matches(r"(?!.*\.stale-)[A-Za-z0-9_][A-Za-z0-9_+=,@-]*(\.[A-Za-z0-9_
 # credit.ESTIMATORS, reward.REWARDS, evaluation.READOUTS / SCHEDULES, rollout.ENGINES, ...) and are
 # checked against it when a job is built (`run.choices`). The value sets below belong to the config:
 DTYPE_NAMES = ("bfloat16", "float16", "float32")  # policy.DTYPES maps them to torch dtypes
-STD_KINDS = ("unbiased", "population")  # the group std of GRPO-style credit: Bessel's (N - 1), or N
+STD_KINDS = ("unbiased", "population")
+KL_ESTIMATORS = ("k1", "k2", "k3")  # update.kl: Schulman's estimators of KL(pi || pi_ref)  # the group std of GRPO-style credit: Bessel's (N - 1), or N
 TASKS = ("train", "evaluate")
 
 
@@ -103,6 +104,28 @@ class EstimatorConfig:
 @dataclass
 class OptimizerStepConfig:
     name: str = setting("full_backward", NON_EMPTY)  # what a homogeneous group does (update.HOMOGENEOUS_STEPS)
+
+
+@dataclass
+class ObjectiveConfig:
+    """What the credited rollouts of an update become (`update.objectives`, `update.aggregation`, `update.kl`).
+    The default is the paper's: `reinforce`, one on-policy pass, the loss summed over tokens / G, no KL."""
+
+    name: str = setting("reinforce", NON_EMPTY)  # update.OBJECTIVES
+    # the importance ratio's clip [1 - clip_low, 1 + clip_high] (ppo_clip, gspo, cispo; 0.2 as PPO and TRL)
+    clip_low: float = setting(0.2, between(0, 1))
+    clip_high: float = setting(0.2, above(0))
+    clip_dual: Optional[float] = setting(None, above(1))  # ppo_clip: a negative advantage's loss is at most -c A
+    passes: int = setting(1, at_least(1))  # mu: passes over an update's rollouts (a ratio objective's)
+    mini_batches: int = setting(1, at_least(1))  # optimizer steps per pass, over equal contiguous shares
+    aggregation: str = setting("token_sum_over_g", NON_EMPTY)  # update.AGGREGATIONS
+    kl_beta: float = setting(0.0, at_least(0))  # beta of KL(pi || the run's initial policy), a loss term
+    kl_estimator: str = setting("k3", one_of(*KL_ESTIMATORS))
+    # record KL to the initial policy when beta = 0 too: a frozen copy of the weights and one forward per
+    # update (it changes nothing the run computes, so it is not part of the identity)
+    measure_kl: bool = setting(False, identity=False)
+    mask_truncated: bool = False  # DAPO's overlong filtering: rollouts cut at the cap leave the loss
+    params: dict[str, Any] = setting({})  # parameters of an objective registered outside the package
 
 
 @dataclass
@@ -259,6 +282,8 @@ class Config:
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
     optimizer_step: OptimizerStepConfig = field(default_factory=OptimizerStepConfig)
+    # added after runs were made: part of the identity only where it differs from the paper's objective
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig, metadata={"identity": WHEN_SET})
     horizon: HorizonConfig = field(default_factory=HorizonConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     grader: GraderConfig = field(default_factory=GraderConfig)

@@ -35,14 +35,16 @@ from rlvr_sweep.data import TASKS, benchmark_names
 from rlvr_sweep.evaluation import READOUTS, SCHEDULES
 from rlvr_sweep.reward import GRADERS, REWARDS
 from rlvr_sweep.rollout import ENGINES, SAMPLERS
-from rlvr_sweep.update import HOMOGENEOUS_STEPS, LOSS_RECIPES
+from rlvr_sweep.update import AGGREGATIONS, HOMOGENEOUS_STEPS, LOSS_RECIPES, OBJECTIVES, PAPER_AGGREGATION
 
 # (group, key, registry): the choices whose options declare what they read
 CHOICES = (("sampler", "name", SAMPLERS), ("estimator", "name", ESTIMATORS), ("reward", "name", REWARDS),
-           ("eval", "name", READOUTS), ("eval", "schedule", SCHEDULES), ("model", "engine", ENGINES))
+           ("eval", "name", READOUTS), ("eval", "schedule", SCHEDULES), ("model", "engine", ENGINES),
+           ("objective", "name", OBJECTIVES))
 # (group, key, names): choices of a fixed set of names, kept by the stage that implements them
 NAMED = (("grader", "name", GRADERS), ("optimizer_step", "name", HOMOGENEOUS_STEPS),
-         ("train", "loss_recipe", LOSS_RECIPES), ("model", "dtype", DTYPE_NAMES))
+         ("train", "loss_recipe", LOSS_RECIPES), ("model", "dtype", DTYPE_NAMES),
+         ("objective", "aggregation", AGGREGATIONS))
 
 
 def import_plugins(cfg: Config) -> None:
@@ -108,7 +110,7 @@ def _unread_problems(cfg: Config, picked: dict) -> list[str]:
 
 
 # what each registry's calling convention passes by keyword, besides the settings an option declares
-CONVENTION_KEYWORDS = {"reward": ("grade",), "estimator": (), "sampler": ("horizon",)}
+CONVENTION_KEYWORDS = {"reward": ("grade",), "estimator": (), "sampler": ("horizon",), "objective": ()}
 
 
 def _signature_problems(cfg: Config, picked: dict) -> list[str]:
@@ -135,7 +137,43 @@ def _combination_problems(cfg: Config, picked: dict) -> list[str]:
     for option in picked.values():
         if option.check is not None:
             problems += option.check(cfg)
-    return problems + _task_problems(cfg)
+    return problems + _objective_problems(cfg, picked) + _task_problems(cfg)
+
+
+def _objective_problems(cfg: Config, picked: dict) -> list[str]:
+    """The objective's settings against each other and the rest of the run (`update.backward.Objective`)."""
+    o, problems = cfg.objective, []
+    objective, sampler = picked[("objective", "name")], picked[("sampler", "name")]
+    if objective.kind != "ratio" and (o.passes > 1 or o.mini_batches > 1):
+        problems.append(f"objective.passes={o.passes}, objective.mini_batches={o.mini_batches} with objective.name="
+                        f"{o.name!r}: an on-policy objective has no importance ratio to correct the rollouts of a "
+                        f"second optimizer step; choose one of {[x.name for x in OBJECTIVES.options() if x.kind == 'ratio']}")
+    paper_loss = o.name == "reinforce" and o.aggregation == PAPER_AGGREGATION and not o.mask_truncated and not o.kl_beta
+    if cfg.train.loss_recipe == "sum_then_scale" and not paper_loss:
+        problems.append(f"train.loss_recipe=sum_then_scale (Arm 1's rounding of the paper's loss) goes with objective "
+                        f"reinforce, aggregation {PAPER_AGGREGATION}, no KL loss term and no masked rollouts only: use "
+                        "train.loss_recipe=scale_then_sum")
+    if o.kl_beta == 0 and o.kl_estimator != _default(o, "kl_estimator"):
+        problems.append(f"objective.kl_estimator={o.kl_estimator!r}: no KL term is made with objective.kl_beta=0; leave "
+                        f"it at its default {_default(o, 'kl_estimator')!r} or set objective.kl_beta > 0")
+    elif o.kl_beta > 0 and cfg.optimizer_step.name != "full_backward":
+        problems.append(f"objective.kl_beta={o.kl_beta} with optimizer_step={cfg.optimizer_step.name}: that step takes a "
+                        "homogeneous group's gradient to be zero, but the KL term gives it one; use "
+                        "optimizer_step=full_backward")
+    rollouts = set()
+    if "group_size" in sampler.reads_of(cfg.sampler):
+        rollouts.add(cfg.sampler.group_size)
+    if "K" in sampler.reads:
+        rollouts.add(cfg.sampler.K * cfg.sampler.B)
+    for n in sorted(rollouts):
+        per_update = n * cfg.train.accumulate_questions
+        if per_update % o.mini_batches:
+            problems.append(f"objective.mini_batches={o.mini_batches} does not divide an update's {per_update} rollouts "
+                            f"({cfg.train.accumulate_questions} question(s) of {n})")
+        elif picked[("estimator", "name")].kind == "fork" and (per_update // o.mini_batches) % 2:
+            problems.append(f"objective.mini_batches={o.mini_batches} splits a fork pair: each mini-batch of the update's "
+                            f"{per_update} rollouts must hold an even number")
+    return problems
 
 
 def _task_problems(cfg: Config) -> list[str]:

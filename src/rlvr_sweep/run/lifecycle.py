@@ -14,6 +14,7 @@ run.json, after freeing what it can (its temporary files: on a full disk, they a
 
 from __future__ import annotations
 
+import copy
 import errno
 import logging
 import os
@@ -235,6 +236,7 @@ def _run_info(cfg: Config, run_dir, policy, resume, identity) -> dict:
         "rollout_cap": scaled_length(cfg.horizon.tokens, scale),
         "readout_cap": scaled_length(cfg.eval.max_new_tokens, scale),
         "optimizer_step": cfg.optimizer_step.name, "accumulate_questions": cfg.train.accumulate_questions,
+        "objective_passes": cfg.objective.passes,  # verify's backward-token law counts each pass
         "run_dir": str(run_dir.resolve()), "model_source": policy.source,
         "model_digest": identity.inputs["model"]["sha256"], "data_canonical": data_canonical(identity.inputs),
         "started_at": time.time(), "code": store.code_version(),
@@ -292,6 +294,7 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
     torch.manual_seed(cfg.seed)
     t = cfg.train
     params = [p for p in policy.model.parameters() if p.requires_grad]
+    reference = frozen_copy(policy.model) if train.bound_objective(cfg).needs_reference else None  # before a resume
     optimizer = make_adamw(params, t.lr, t.betas, t.adam_eps, t.weight_decay)
     generator = torch.Generator(device=policy.device).manual_seed(cfg.seed)
     tail = TailAverage(params, *t.tail_average) if t.tail_average else None
@@ -318,7 +321,7 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
         save(state)
     trainer = train.make_trainer(cfg, policy, params, optimizer, train_rows, generator, tail, grade,
                                  write=lambda s: train.write_ledger(run_dir, s, keys), save=save, loggers=loggers,
-                                 start_step=state.step)
+                                 start_step=state.step, reference=reference)
     train.train_loop(trainer, state)
     if tail:
         tail.load_into(params)
@@ -336,6 +339,13 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
         "saved_model_digest": saved,
         "grader": {k: v - grader_before.get(k, 0) for k, v in grading.stats().items()},  # this run's timeouts etc.
     }
+
+
+def frozen_copy(model):
+    """The run's initial weights, frozen: the reference policy of a KL term (as much memory again as the weights)."""
+    reference = copy.deepcopy(model)
+    reference.requires_grad_(False)
+    return reference.eval()
 
 
 def _save_model(policy, folder: Path) -> None:

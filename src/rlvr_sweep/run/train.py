@@ -23,7 +23,9 @@ from rlvr_sweep.credit import ESTIMATORS, cf_step_fields
 from rlvr_sweep.reward import REWARDS, answering, first_box_token
 from rlvr_sweep.rollout import ENGINES, SAMPLERS, ModelPolicy
 from rlvr_sweep.run.progress import Progress
-from rlvr_sweep.update import Update, UpdateSettings, batch_credit, ledger_rows, score_group, update_step
+from rlvr_sweep.update import (
+    OBJECTIVES, Objective, Update, UpdateSettings, batch_credit, ledger_rows, score_group, update_step,
+)
 
 log = logging.getLogger(__name__)
 # one line per step, for the run's own logs/run.log only (the console gets the progress bar)
@@ -98,9 +100,10 @@ def train_loop(t: Trainer, state: TrainState) -> None:
 
 def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], generator, tail, grade, *,
                  write: Callable[[TrainState], None], save: Callable[[TrainState], None], loggers,
-                 start_step: int = 0) -> Trainer:
+                 start_step: int = 0, reference=None) -> Trainer:
     """Bind every stage of the loop from `cfg`: sampler, reward, estimator, update, budgets, reporting.
-    `grade`: the run's grader, which the training task's own grader (if it has one) replaces."""
+    `grade`: the run's grader, which the training task's own grader (if it has one) replaces; `reference`: the
+    frozen initial policy, where the objective needs one (`bound_objective(cfg).needs_reference`)."""
     t, sc = cfg.train, cfg.sampler
     scale = cfg.profile.length_scale
     lengths = scaled_lengths(cfg)
@@ -118,7 +121,8 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
         per_group = active_as_rewards(per_group, chosen_estimator.name)
     decode = lambda ids: policy.tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731  (EOS kept, as stored)
     settings = UpdateSettings(cfg.optimizer_step.name, t.loss_recipe, t.backward_micro_batch, t.unit_question_grad,
-                              t.grad_clip, sc.fork_threshold, policy.pad_id, policy.device)
+                              t.grad_clip, sc.fork_threshold, policy.pad_id, policy.device, bound_objective(cfg),
+                              reference)
     budget = t.max_steps if t.active_steps else t.steps
     bar = Progress(budget, "train", "step", initial=start_step)
 
@@ -160,6 +164,15 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
         accumulate=t.accumulate_questions, more=more,
         after_update=(lambda done: tail.observe(done)) if tail else (lambda done: None),
         record=record, persist=persist, close=bar.close)
+
+
+def bound_objective(cfg: Config) -> Objective:
+    """The run's objective with its settings (`update.backward.Objective`)."""
+    o = cfg.objective
+    option = OBJECTIVES[o.name]
+    return Objective(o.name, option.bind(o), option.kind, o.passes, o.mini_batches, o.aggregation, o.kl_beta,
+                     o.kl_estimator, o.measure_kl, o.mask_truncated,
+                     scaled_length(cfg.horizon.tokens, cfg.profile.length_scale))
 
 
 def active_as_rewards(estimator: Callable, name: str) -> Callable:
@@ -221,7 +234,26 @@ def step_row(step, row, scored, update, seconds, prompt_len) -> dict:
         "leaf_tokens": sum(len(leaf.tokens) for leaf in g.leaves()), "prompt_tokens": prompt_len,
         "bwd_out_tokens": update.bwd_out if update else 0, "bwd_full_tokens": update.bwd_full if update else 0,
         "capped": sum(not leaf.finished for leaf in g.leaves()), "seconds": seconds,
+        **length_signals(g.leaves()), **update_signals(update),
     }
+
+
+SIGNALS = ("entropy", "kl_ref", "ratio_mean", "ratio_min", "ratio_max", "clip_low", "clip_high", "zero_var_share")
+
+
+def length_signals(leaves) -> dict:
+    """The step's response lengths: mean, max and the share cut at the cap (health signals)."""
+    lengths = [len(leaf.tokens) for leaf in leaves]
+    return {"length_mean": sum(lengths) / len(lengths), "length_max": max(lengths),
+            "truncated_share": sum(not leaf.finished for leaf in leaves) / len(leaves)}
+
+
+def update_signals(update: Update | None) -> dict:
+    """The update's health signals (`update.Signals`) and optimizer steps, on the step that made it (NaN, 0
+    elsewhere)."""
+    values = update.signals if update else {}
+    return {"optimizer_steps": update.optimizer_steps if update else 0,
+            **{k: values.get(k, float("nan")) for k in SIGNALS}}
 
 
 def rollout_rows(step, row, scored, decode, audit_cut: int, head_cut: int) -> list[dict]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from rlvr_sweep.update.kl import token_entropy
+
 LOSS_RECIPES = ("sum_then_scale", "scale_then_sum")
 
 
@@ -30,11 +32,14 @@ def pack_sequences(prompts: list[list[int]], completions: list[list[int]], pad_i
     return input_ids, attention_mask, completion_mask
 
 
-def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int = 0) -> torch.Tensor:
-    """(N, L) ids -> (N, L-1-start) float32 log p(token j+1 | tokens <= j) for j >= start."""
+def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int = 0, *,
+                   with_entropy: bool = False):
+    """(N, L) ids -> (N, L-1-start) float32 log p(token j+1 | tokens <= j) for j >= start; with `with_entropy`,
+    also the entropy of each of those positions' distributions (no gradient): (logps, entropy)."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits  # (N, L, V)
     logp = torch.log_softmax(logits[:, start:-1].float(), dim=-1)
-    return logp.gather(-1, input_ids[:, start + 1 :].unsqueeze(-1)).squeeze(-1)
+    picked = logp.gather(-1, input_ids[:, start + 1 :].unsqueeze(-1)).squeeze(-1)
+    return (picked, token_entropy(logp)) if with_entropy else picked
 
 
 def policy_loss(

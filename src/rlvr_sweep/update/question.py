@@ -3,8 +3,8 @@
 The sampler draws a K x B `RolloutGroup` (flat: K*B independent leaves; trees: paper §4.2), the
 run's reward (`reward.REWARDS`) scores every leaf, and its estimator (`credit.ESTIMATORS`) turns the
 rewards into per-leaf prefix / continuation advantages (leaf GRPO: one advantage on every token;
-tree credit: the shared prefix and the continuation apart, paper §4.3). `backward` then accumulates
-this question's policy-gradient loss.
+tree credit: the shared prefix and the continuation apart, paper §4.3). `update.backward` then
+accumulates this question's loss.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-from rlvr_sweep.credit import Credit, GroupShape, cf_pair_rows, fork_hinge_loss, is_homogeneous, token_advantages
+from rlvr_sweep.credit import Credit, GroupShape, cf_pair_rows, is_homogeneous
 from rlvr_sweep.rollout import RolloutGroup
-from rlvr_sweep.update.losses import pack_sequences, policy_loss, token_logprobs
 
 
 @dataclass
@@ -79,48 +78,6 @@ def batch_credit(scored: list[ScoredGroup], estimator, name: str) -> list[Scored
                              f"{bool(torch.isfinite(adv).all())}) for a group of shape {tuple(s.rewards.shape)}")
         out.append(dataclasses.replace(s, credit=Credit(adv.clone(), adv, not is_homogeneous(s.rewards.flatten()))))
     return out
-
-
-def backward(model, prompt: list[int], scored: ScoredGroup, *, pad_id: int, recipe: str, micro_batch: int | None,
-             device, hinge_margin: float = 0.0) -> tuple[float, int, int]:
-    """Accumulate d(loss)/d(theta) of one question into `.grad`. Returns (loss, bwd_out, bwd_full) tokens.
-
-    A fork group's hinge pairs add `credit.fork_hinge_loss` (margin `hinge_margin`, the fork threshold)
-    on the log-probs of their two fork tokens, computed in the chunk that holds both leaves."""
-    leaves = scored.leaves
-    n = len(leaves)
-    pl = torch.tensor([leaf.prefix_len for leaf in leaves])
-    lengths = torch.tensor([len(leaf.tokens) for leaf in leaves])
-    width = int(lengths.max())
-    token_adv = token_advantages(scored.credit, pl, lengths, width)  # (N, width): completion token j of leaf i
-    per_sequence = recipe == "sum_then_scale"
-    if per_sequence and not torch.equal(scored.credit.prefix, scored.credit.cont):
-        raise ValueError("loss recipe sum_then_scale needs one advantage per sequence; tree credit needs scale_then_sum")
-    start = len(prompt) - 1  # completion token j is predicted at position len(prompt) + j - 1
-    total = 0.0
-    chunk = micro_batch or n
-    for lo in range(0, n, chunk):
-        part = leaves[lo : lo + chunk]
-        ids, attn, cmask = pack_sequences([prompt] * len(part), [leaf.tokens for leaf in part], pad_id)
-        logps = token_logprobs(model, ids.to(device), attn.to(device), start)  # (n, L - 1 - start)
-        mask = cmask[:, start:].to(device)
-        if per_sequence:
-            adv = scored.credit.cont.flatten()[lo : lo + chunk]  # (n,)
-        else:
-            adv = token_adv[lo : lo + chunk, : logps.shape[1]]  # the chunk's own width
-        loss = policy_loss(logps, mask, adv, recipe, n)
-        if scored.cf is not None and scored.cf.hinge:
-            pairs = [h.leaves() + (h.position,) for h in scored.cf.hinge if lo <= h.leaves()[0] < lo + chunk]
-            if any(not lo <= lose < lo + chunk for _, lose, _ in pairs):
-                raise ValueError("a fork pair's two leaves fell into different backward chunks: use an even "
-                                 "train.backward_micro_batch")
-            win = torch.stack([logps[w - lo, t] for w, _, t in pairs]) if pairs else logps.new_zeros(0)
-            lose = torch.stack([logps[x - lo, t] for _, x, t in pairs]) if pairs else logps.new_zeros(0)
-            loss = loss + fork_hinge_loss(win, lose, weight=scored.cf.hinge_weight, margin=hinge_margin, group_size=n)
-        loss.backward()
-        total += float(loss.detach())
-    out_tokens = int(lengths.sum())
-    return total, out_tokens, out_tokens + len(prompt) * n
 
 
 def ledger_rows(step: int, scored: ScoredGroup) -> list[dict]:

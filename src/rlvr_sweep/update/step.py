@@ -1,19 +1,26 @@
 """One optimizer update over the questions accumulated since the last one (seed paper §1, §3.2).
 
-Each question's loss is backpropagated into `.grad` (`question.backward`; on a homogeneous group only
+Each question's loss is backpropagated into `.grad` (`backward.backward`; on a homogeneous group only
 under `full_backward`); with `unit_question_grad` each question's gradient is scaled to unit norm
 before they are summed (Arm 11); `optim.apply_update` then clips and steps, or does what the
-homogeneous-group rule says.
+homogeneous-group rule says. The paper makes one such step per update. A ratio objective may make
+`passes` (mu) passes over the update's rollouts in `mini_batches` contiguous mini-batches each, one
+optimizer step per mini-batch, with the behaviour policy's log-probs taken once before the first pass
+(as TRL's `num_iterations` and verl's `ppo_epochs` do; the mini-batches keep the rollouts' order in every
+pass, as TRL reuses its buffered batches). The reference policy's log-probs, for KL, are taken once too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+from rlvr_sweep.credit import is_homogeneous
+from rlvr_sweep.update.aggregation import Normaliser
+from rlvr_sweep.update.backward import PAPER_OBJECTIVE, Objective, Signals, backward, in_loss, sampled_logps
 from rlvr_sweep.update.optim import UpdateOutcome, apply_update
-from rlvr_sweep.update.question import ScoredGroup, backward
+from rlvr_sweep.update.question import ScoredGroup
 
 
 @dataclass(frozen=True)
@@ -26,45 +33,89 @@ class UpdateSettings:
     hinge_margin: float  # the fork threshold: the hinge's margin on fork groups
     pad_id: int
     device: object
+    objective: Objective = PAPER_OBJECTIVE
+    reference: object = None  # the frozen initial policy, when the objective needs one
 
 
 @dataclass
 class Update:
-    outcome: UpdateOutcome
-    loss: float  # NaN when no backward ran
-    bwd_out: int  # completion tokens backpropagated
-    bwd_full: int  # completion + prompt tokens backpropagated
+    outcome: UpdateOutcome  # the first optimizer step's (the on-policy gradient's norm)
+    loss: float  # the first pass's loss; NaN when no backward ran
+    bwd_out: int  # completion tokens backpropagated, over every pass
+    bwd_full: int  # completion + prompt tokens backpropagated, over every pass
+    optimizer_steps: int = 1  # steps the optimizer took (passes x mini-batches that stepped)
+    signals: dict = field(default_factory=dict)  # `backward.Signals.row()` and the zero-variance share
+
+
+def mini_batches(pending: list[tuple[list[int], ScoredGroup]], count: int) -> list[list[tuple[int, list[int]]]]:
+    """The update's rollouts, question after question, in `count` contiguous mini-batches of equal size:
+    [[(question, [its leaves in this mini-batch])]]."""
+    flat = [(q, i) for q, (_, scored) in enumerate(pending) for i in range(len(scored.leaves))]
+    if len(flat) % count:
+        raise ValueError(f"objective.mini_batches={count} does not divide the update's {len(flat)} rollouts")
+    size = len(flat) // count
+    out = []
+    for lo in range(0, len(flat), size):
+        batch: dict[int, list[int]] = {}
+        for q, i in flat[lo : lo + size]:
+            batch.setdefault(q, []).append(i)
+        out.append(list(batch.items()))
+    return out
 
 
 def update_step(model, params: list, optimizer, pending: list[tuple[list[int], ScoredGroup]],
                 s: UpdateSettings) -> Update:
     """The update of `pending` ((prompt, scored group) per accumulated question)."""
     model.train()
+    obj = s.objective
+    counted = [scored.active or s.homogeneous_step == "full_backward" for _, scored in pending]  # backpropagated
+    logps = dict(pad_id=s.pad_id, micro_batch=s.micro_batch, device=s.device)
+    old = [sampled_logps(model, prompt, scored, **logps) if c and obj.needs_behaviour else None
+           for (prompt, scored), c in zip(pending, counted)]
+    ref = [sampled_logps(s.reference, prompt, scored, **logps) if c and obj.needs_reference else None
+           for (prompt, scored), c in zip(pending, counted)]
+    kept = [in_loss(scored, obj) for _, scored in pending]
+    signals = Signals()
     totals = {"loss": 0.0, "out": 0, "full": 0}
+    outcomes = []
+    for step_pass in range(obj.passes):
+        signals.first_pass = step_pass == 0
+        for batch in mini_batches(pending, obj.mini_batches):
+            norm = Normaliser.of(obj.aggregation, [len(pending[q][1].leaves[i].tokens) for q, rows in batch for i in rows],
+                                 [kept[q][i] for q, rows in batch for i in rows], obj.max_len)
 
-    def accumulate() -> None:
-        summed = [torch.zeros_like(p) for p in params] if s.unit_question_grad else None
-        for prompt, scored in pending:
-            if not scored.active and s.homogeneous_step != "full_backward":
-                continue  # all-zero advantages: only full_backward pays for that backward
-            if summed is not None:
-                for p in params:
-                    p.grad = None
-            loss, out, full = backward(model, prompt, scored, pad_id=s.pad_id, recipe=s.recipe,
-                                       micro_batch=s.micro_batch, device=s.device, hinge_margin=s.hinge_margin)
-            totals["loss"] += loss
-            totals["out"] += out
-            totals["full"] += full
-            if summed is not None:  # this question's gradient, scaled to unit norm, into the sum
-                norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
-                scale = 1.0 / float(norm) if norm > 0 else 0.0
-                for acc, p in zip(summed, params):
-                    if p.grad is not None:
-                        acc.add_(p.grad, alpha=scale)
-        if summed is not None:
-            for acc, p in zip(summed, params):
-                p.grad = acc
+            def accumulate(batch=batch, norm=norm, first=step_pass == 0) -> None:
+                summed = [torch.zeros_like(p) for p in params] if s.unit_question_grad else None
+                for q, rows in batch:
+                    prompt, scored = pending[q]
+                    if not counted[q]:
+                        continue  # all-zero advantages: only full_backward pays for that backward
+                    if summed is not None:
+                        for p in params:
+                            p.grad = None
+                    loss, out, full = backward(
+                        model, prompt, scored, pad_id=s.pad_id, recipe=s.recipe, micro_batch=s.micro_batch,
+                        device=s.device, hinge_margin=s.hinge_margin, objective=obj,
+                        leaves=None if len(rows) == len(scored.leaves) else rows, norm=norm, old=old[q], ref=ref[q],
+                        signals=signals)
+                    totals["loss"] += loss if first else 0.0
+                    totals["out"] += out
+                    totals["full"] += full
+                    if summed is not None:  # this question's gradient, scaled to unit norm, into the sum
+                        norm_q = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+                        scale = 1.0 / float(norm_q) if norm_q > 0 else 0.0
+                        for acc, p in zip(summed, params):
+                            if p.grad is not None:
+                                acc.add_(p.grad, alpha=scale)
+                if summed is not None:
+                    for acc, p in zip(summed, params):
+                        p.grad = acc
 
-    outcome = apply_update(params, optimizer, active=any(scored.active for _, scored in pending),
-                           homogeneous_step=s.homogeneous_step, backward=accumulate, grad_clip=s.grad_clip)
-    return Update(outcome, totals["loss"] if outcome.backward_ran else float("nan"), totals["out"], totals["full"])
+            outcomes.append(apply_update(params, optimizer, active=any(pending[q][1].active for q, _ in batch),
+                                         homogeneous_step=s.homogeneous_step, backward=accumulate,
+                                         grad_clip=s.grad_clip))
+    first = outcomes[0]
+    ran = any(o.backward_ran for o in outcomes)
+    zero_var = sum(is_homogeneous(scored.rewards.flatten()) for _, scored in pending) / len(pending)
+    return Update(first, totals["loss"] if ran else float("nan"), totals["out"], totals["full"],
+                  sum(o.action != "skipped" for o in outcomes), {**signals.row(), "zero_var_share": zero_var})

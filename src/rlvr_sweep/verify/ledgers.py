@@ -13,7 +13,8 @@ rollouts' in order; `active` means the rewards differ, except on a counterfactua
 `cf_status` decides it (active iff "active"; "homogeneous" iff the raw rewards are all equal; the
 gates themselves are replayed in PASS 4); untrimmed >= generated, padded >= unpadded prefill;
 backward tokens: an update that ran a backward counts the leaf tokens (bwd_out) and leaf + prompt
-tokens (bwd_full) of every question it backpropagated (active ones, or all with full_backward), others 0.
+tokens (bwd_full) of every question it backpropagated (active ones, or all with full_backward), once per
+pass of its objective (run.json `objective_passes`, 1 when absent: the paper's), others 0.
 Per run: run.json `totals` equal the sums of the steps ledger.
 """
 
@@ -97,7 +98,13 @@ def _rewards_by_step(rollouts: pd.DataFrame) -> pd.Series:
     return pd.Series([tuple(v) for v in by.values()], index=index, name="ro_rewards", dtype=object)
 
 
-def _expected_backward(steps: pd.DataFrame, optimizer_step: str | None) -> pd.DataFrame:
+def _passes(run) -> int:
+    """The passes over each update's rollouts a run's objective made (run.json `objective_passes`; 1 before it)."""
+    value = run.get("objective_passes") if hasattr(run, "get") else None
+    return int(value) if isinstance(value, (int, float, np.integer)) and not pd.isna(value) and value >= 1 else 1
+
+
+def _expected_backward(steps: pd.DataFrame, optimizer_step: str | None, passes: int = 1) -> pd.DataFrame:
     """Per step, the backward tokens its update should have counted (on the update's step, 0 elsewhere)."""
     s = steps.sort_values("step")
     n_leaves = s["rewards"].map(len)
@@ -112,8 +119,8 @@ def _expected_backward(steps: pd.DataFrame, optimizer_step: str | None) -> pd.Da
             exp_full.append(0)
             continue
         ran = action == "backward_step"
-        exp_out.append(acc_out if ran else 0)
-        exp_full.append(acc_full if ran else 0)
+        exp_out.append(acc_out * passes if ran else 0)
+        exp_full.append(acc_full * passes if ran else 0)
         acc_out = acc_full = 0
     return s.assign(exp_out=exp_out, exp_full=exp_full)
 
@@ -166,7 +173,7 @@ def _run_problems(run, mine: pd.DataFrame, narrow: list[str]) -> list[str]:
     """One run's laws: its backward tokens (with an optimizer step), run.json totals against its steps."""
     problems = []
     if run.get("optimizer_step"):
-        e = _expected_backward(mine[narrow], run["optimizer_step"])
+        e = _expected_backward(mine[narrow], run["optimizer_step"], _passes(run))
         problems += _where(e, (e["exp_out"] != e["bwd_out_tokens"]) | (e["exp_full"] != e["bwd_full_tokens"]),
                            f"backward tokens differ from the leaves backpropagated ({run['optimizer_step']})")
     label = f"{run['arm']} h{run['horizon']} seed {run['seed']}"
@@ -195,12 +202,15 @@ def _clean_runs(s: pd.DataFrame, runs: pd.DataFrame) -> set:
     active = o["active"].astype(bool)
     full = o["leaf_tokens"] + o["prompt_tokens"] * o["rewards"].map(len)
     ran = o["action"] == "backward_step"
+    passes = pd.Series([_passes(r) for r in runs.to_dict("records")], dtype="int64",
+                       index=pd.MultiIndex.from_frame(runs[key]) if len(key) > 1 else runs[key[0]])
+    per_row = passes.reindex(pd.MultiIndex.from_frame(o[key])).fillna(1).to_numpy()
     bad = {}
     for opt, counted in ((None, active), ("full_backward", active | True)):
         out_tok = o["leaf_tokens"].where(counted, 0)
         full_tok = full.where(counted, 0)
-        exp_out = out_tok.groupby([run_id, segment]).cumsum().where(ran, 0)
-        exp_full = full_tok.groupby([run_id, segment]).cumsum().where(ran, 0)
+        exp_out = out_tok.groupby([run_id, segment]).cumsum().where(ran, 0) * per_row
+        exp_full = full_tok.groupby([run_id, segment]).cumsum().where(ran, 0) * per_row
         wrong = (exp_out != o["bwd_out_tokens"]) | (exp_full != o["bwd_full_tokens"])
         bad[opt] = wrong.groupby([o[k] for k in key], sort=False).any()
     sums = o.groupby(key, sort=False).agg(**{c: (c, "sum") for c in TOTALS}, steps=("step", "size"),
