@@ -50,17 +50,24 @@ def observed(cfg) -> tuple:
 
 
 OBJECTIVE_COLUMNS = ("objective", "clip_low", "clip_high", "clip_dual", "passes", "mini_batches", "aggregation", "kl_beta",
-                     "kl_estimator", "mask_truncated", "estimator", "step", "gate", "recipe", "active")
+                     "kl_estimator", "mask_truncated", "estimator", "step", "gate", "recipe", "active", "dynamic",
+                     "overlong_buffer", "overlong_penalty")
 OBJECTIVE_ROWS = {  # sampler flat, G = 8, lr 1e-5, horizon 512 and the other constants of Arm 1
     # DeepSeekMath eq. 3-4, §4.2 (eps: PPO's 0.2, not stated there)
     "grpo_original": ("ppo_clip", 0.2, 0.2, None, 1, 1, "seq_mean_token_mean", 0.04, "k3", False, "grpo",
-                      "full_backward", None, "scale_then_sum", None),
+                      "full_backward", None, "scale_then_sum", None, False, None, 1.0),
     # GSPO §5.1: eps 3e-4 / 4e-4, four mini-batches, eq. 5's mean of token means
     "gspo": ("gspo", 3e-4, 4e-4, None, 1, 4, "seq_mean_token_mean", 0.0, "k3", False, "grpo", "zero_grad", None,
-             "scale_then_sum", None),
+             "scale_then_sum", None, False, None, 1.0),
     # Dr. GRPO: no std, a constant normaliser
     "dr_grpo": ("reinforce", 0.2, 0.2, None, 1, 1, "seq_mean_token_sum_norm", 0.0, "k3", False, "dr_grpo", "zero_grad",
-                None, "scale_then_sum", None),
+                None, "scale_then_sum", None, False, None, 1.0),
+    # DAPO §3-4: clip-higher 0.2 / 0.28, token mean, dynamic sampling to 50 updates, L_cache / L_max = 4096 / 20480
+    "dapo": ("ppo_clip", 0.2, 0.28, None, 1, 2, "token_mean", 0.0, "k3", False, "grpo", "full_backward", None,
+             "scale_then_sum", 50, True, 102, 1.0),
+    # MiniMax-M1 §3.1: no lower bound on the weight, DAPO's dynamic sampling and length penalty, no KL
+    "cispo": ("cispo", 1.0, 4.0, None, 1, 2, "token_mean", 0.0, "k3", False, "grpo", "full_backward", None,
+              "scale_then_sum", 50, True, 102, 1.0),
 }
 
 
@@ -68,7 +75,8 @@ def objective_row(cfg) -> tuple:
     o = cfg.objective
     return (o.name, o.clip_low, o.clip_high, o.clip_dual, o.passes, o.mini_batches, o.aggregation, o.kl_beta,
             o.kl_estimator, o.mask_truncated, cfg.estimator.name, cfg.optimizer_step.name, cfg.reward.gate_chars,
-            cfg.train.loss_recipe, cfg.train.active_steps)
+            cfg.train.loss_recipe, cfg.train.active_steps, cfg.train.dynamic_sampling, cfg.reward.overlong_buffer,
+            cfg.reward.overlong_penalty)
 
 
 def test_the_table_covers_every_arm_file():

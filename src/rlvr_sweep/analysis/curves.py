@@ -1,9 +1,13 @@
 """Training curves (seed paper §5.1's per-step ledgers, drawn): mean reward, active fraction, mean rollout
-length and rollouts at the horizon per step.
+length and rollouts at the horizon per step; and the health signals that judge an objective (`HEALTH`: policy
+entropy, KL to the initial policy, clip fractions, the importance ratio's range, groups with zero reward
+variance, rollouts cut at the cap), each recorded on the step that made an update (docs/health.md).
 
 - One figure per arm (`draw_curves`), four panels each on its own y-scale.
 - One overlay figure per metric (`draw_overlay`): every arm on one shared axis, each in its colour and
-  marker of Figures 1 and 2 (`palette`), legend by arm number and name.
+  marker of Figures 1 and 2 (`palette`), legend by arm number and name. A health signal's overlay holds the
+  arms that recorded it (an objective without a ratio has no clip fraction; KL is measured where the objective
+  has a reference).
 
 Each seed's series is first smoothed by a WINDOW-step trailing rolling mean; an arm's line is the mean of
 those over its seeds and its band spans their min to max across seeds (with three seeds a min-max band
@@ -29,6 +33,11 @@ from rlvr_sweep.analysis.source import Sweep  # noqa: E402
 WINDOW = 10  # steps in every curve's rolling mean: single steps (one question each) are too noisy to read
 CURVES = (("mean_reward", "mean reward"), ("active", "active fraction"), ("length", "rollout length (tokens)"),
           ("capped", "rollouts at the horizon"))
+HEALTH = (("entropy", "policy entropy (nats per token)"), ("kl_ref", "KL to the initial policy (k3, per token)"),
+          ("clip_low", "tokens clipped at 1 - eps (A < 0)"), ("clip_high", "tokens clipped at 1 + eps (A > 0)"),
+          ("ratio_max", "importance ratio, max"), ("ratio_min", "importance ratio, min"),
+          ("zero_variance", "groups with zero reward variance"), ("truncated_share", "rollouts cut at the cap"))
+TITLES = dict((*CURVES, *HEALTH))
 BAND_ALPHA = 0.25  # one arm's band; in the overlay, where bands of many arms cross, a lighter one
 OVERLAY_BAND_ALPHA = 0.12
 
@@ -44,10 +53,14 @@ def curve_band(steps: pd.DataFrame, seeds, column: str, window: int = WINDOW) ->
             continue
         if column == "length":  # per rollout: leaf tokens over the step's rollouts
             y = s["leaf_tokens"] / s["rewards"].map(len).replace(0, np.nan)
+        elif column not in s.columns:  # a signal recorded since: none of this seed's steps has it
+            continue
         else:
             y = s[column].astype(float)
+        if y.isna().all():
+            continue
         per_seed[seed] = pd.Series(y.rolling(window, min_periods=1).mean().to_numpy(), index=s["step"] + 1)
-    grid = pd.DataFrame(per_seed)  # (steps, seeds)
+    grid = pd.DataFrame(per_seed, dtype=float)  # (steps, seeds)
     grid.index.name = "step"
     return pd.DataFrame({"mean": grid.mean(axis=1), "lo": grid.min(axis=1), "hi": grid.max(axis=1),
                          "n": grid.notna().sum(axis=1)})
@@ -93,13 +106,22 @@ def draw_curves(sweep: Sweep, unit: str) -> Figure:
     return fig
 
 
-def draw_overlay(sweep: Sweep, column: str) -> Figure:
-    """Every arm's curve of `column` (one of CURVES) on one axis: its mean over seeds as a line in its
-    colour, marked with its marker every few steps (so greyscale still tells lines apart), gid
-    `overlay:mean:<unit>`, and its min-max band, gid `overlay:band:<unit>`; the legend names each arm."""
-    title = dict(CURVES)[column]
-    styles = arm_styles(sweep)
+def recorded(sweep: Sweep, column: str) -> list[str]:
+    """The arm rows whose steps hold a value of `column` (all of them for CURVES)."""
     units = list(curve_names(sweep))
+    if column in dict(CURVES):
+        return units
+    return [u for u in units if column in (steps := sweep.rows("steps", unit=u)).columns and steps[column].notna().any()]
+
+
+def draw_overlay(sweep: Sweep, column: str) -> Figure:
+    """Every arm's curve of `column` (one of CURVES or HEALTH) on one axis: its mean over seeds as a line in its
+    colour, marked with its marker every few steps (so greyscale still tells lines apart), gid
+    `overlay:mean:<unit>`, and its min-max band, gid `overlay:band:<unit>`; the legend names each arm (those that
+    recorded the signal)."""
+    title = TITLES[column]
+    styles = arm_styles(sweep)
+    units = recorded(sweep, column)
     fig, ax = plt.subplots(figsize=(9.5 if len(units) <= 16 else 11.5, 4.8), layout="constrained")
     for i, unit in enumerate(units):
         style = styles[unit]

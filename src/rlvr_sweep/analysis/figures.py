@@ -16,7 +16,8 @@ greyscale too).
 y-axes follow the data (seeds, intervals, base line, plus a margin), not 0, so that a 1-point
 difference is visible. Every `draw_*` returns open Figures (tests read their artists); `figure1`,
 `figure2` and `training_curves` save them and return (paths written, reason none were written or None);
-`training_curves` writes the overlays (`curves_overlay_<metric>`, two arm rows or more) before each arm's.
+`training_curves` writes the overlays (`curves_overlay_<metric>`, two arm rows or more; `curves_health_<signal>`
+for each health signal some arm recorded) before each arm's.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from rlvr_sweep.analysis.curves import CURVES, curve_names, draw_curves, draw_overlay  # noqa: E402
+from rlvr_sweep.analysis.curves import CURVES, HEALTH, curve_names, draw_curves, draw_overlay, recorded  # noqa: E402
 from rlvr_sweep.analysis.palette import LEFT, arm_styles, handle, place_tags  # noqa: E402
 from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep, item_matrix  # noqa: E402
 from rlvr_sweep.analysis.stats import bootstrap_ci  # noqa: E402
@@ -278,6 +279,7 @@ def training_curves(sweep: Sweep, out, *, formats=FORMATS) -> tuple[list[Path], 
     if not names:
         return [], "no run has a steps ledger"
     overlays = [(draw_overlay(sweep, c), f"curves_overlay_{c}") for c, _ in CURVES] if len(names) > 1 else []
+    overlays += [(draw_overlay(sweep, c), f"curves_health_{c}") for c, _ in HEALTH if recorded(sweep, c)]
     arms = [(draw_curves(sweep, u), name) for u, name in names.items()]
     return [p for fig, name in overlays + arms for p in _save(fig, out, name, formats)], None
 

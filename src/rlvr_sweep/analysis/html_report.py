@@ -234,10 +234,12 @@ def _figures(sweep: Sweep) -> dict[str, bytes | str]:
 
 
 def _figure(name: str, png) -> str:
-    from rlvr_sweep.analysis.curves import CURVES
+    from rlvr_sweep.analysis.curves import TITLES
 
     if name.startswith("curves_overlay_"):
-        title = f"Training curves, every arm: {dict(CURVES)[name.removeprefix('curves_overlay_')]}"
+        title = f"Training curves, every arm: {TITLES[name.removeprefix('curves_overlay_')]}"
+    elif name.startswith("curves_health_"):
+        title = f"Health, every arm that records it: {TITLES[name.removeprefix('curves_health_')]}"
     else:
         title = {"figure1": "Figure 1", "figure2": "Figure 2"}.get(name, name.replace("curves_", "Training curves: "))
     if isinstance(png, str):

@@ -42,6 +42,13 @@ def combination_problems(cfg: Config) -> list[str]:
     if t.active_steps is None and t.steps % t.accumulate_questions:
         problems.append(f"train.steps={t.steps} is not a multiple of train.accumulate_questions="
                         f"{t.accumulate_questions}: the last questions would never reach an update")
+    r = cfg.reward
+    if r.overlong_buffer is None and r.overlong_penalty != 1.0:
+        problems.append(f"reward.overlong_penalty={r.overlong_penalty}: no overlong shaping without reward.overlong_buffer; "
+                        "leave it at 1.0 or set a buffer")
+    elif r.overlong_buffer is not None and r.overlong_buffer > cfg.horizon.tokens:
+        problems.append(f"reward.overlong_buffer={r.overlong_buffer} is longer than the rollout cap (horizon "
+                        f"{cfg.horizon.tokens} paper tokens): the penalty would start before the first token")
     if cfg.task == "evaluate" and not cfg.model.path:
         problems.append("task=evaluate reads out a checkpoint: set model.path to a save_pretrained folder "
                         "(e.g. a finished run's <run>/model)")

@@ -139,6 +139,10 @@ class RewardConfig:
     # paper units; reward only if text.rfind("\\boxed") >= scaled gate (set exactly when gated)
     gate_chars: Optional[int] = setting(None, at_least(0))
     params: dict[str, Any] = setting({})  # parameters of a reward registered outside the package
+    # DAPO's soft overlong punishment (`reward.overlong`), on any reward: the last `overlong_buffer` paper tokens
+    # before the rollout cap cost up to `overlong_penalty` (added after runs were made: in the identity when set)
+    overlong_buffer: Optional[int] = setting(None, at_least(1), identity=WHEN_SET)
+    overlong_penalty: float = setting(1.0, at_least(0), identity=WHEN_SET)
 
 
 @dataclass
@@ -200,6 +204,10 @@ class TrainConfig:
     active_steps: Optional[int] = setting(None, at_least(1))  # train until this many active steps
     max_steps: int = setting(1000, at_least(1))  # step budget when training to a number of active steps
     accumulate_questions: int = setting(1, at_least(1))  # questions per optimizer update
+    # DAPO's dynamic sampling: a group whose rewards are all equal joins no update (action "filtered"), so each
+    # update holds accumulate_questions groups whose rewards differ; the draws are bounded as ever (train.steps,
+    # or train.active_steps within train.max_steps)
+    dynamic_sampling: bool = setting(False, identity=WHEN_SET)
     unit_question_grad: bool = False  # scale each question's gradient to unit norm before accumulating
     # [first, last] steps (1-based) of the FP32 Polyak average that is read out
     tail_average: Optional[list[int]] = setting(None, each(at_least(1)))

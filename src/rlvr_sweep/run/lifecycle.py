@@ -333,6 +333,7 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
         _read_out(cfg, policy, eval_sets, "trained", grade, state, run_dir, keys, loggers, step=state.step)
     return {
         "horizon_tokens": lengths["horizon"], "gate_chars": lengths["gate"],
+        "overlong_penalty": cfg.reward.overlong_penalty if lengths["overlong_buffer"] else None,
         "eval_max_new_tokens": scaled_length(cfg.eval.max_new_tokens, cfg.profile.length_scale),
         "lengths": lengths, "accuracy": state.accuracy, "totals": train.totals(state.steps),
         "tail_average_steps": tail.count if tail else None, "model_dir": MODEL if t.save_model else None,

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 from rlvr_sweep import data, store
 from rlvr_sweep.config import Config, scaled_length
-from rlvr_sweep.credit import ESTIMATORS, cf_step_fields
-from rlvr_sweep.reward import REWARDS, answering, first_box_token
+from rlvr_sweep.credit import ESTIMATORS, cf_step_fields, is_homogeneous
+from rlvr_sweep.reward import REWARDS, answering, first_box_token, shaped
 from rlvr_sweep.rollout import ENGINES, SAMPLERS, ModelPolicy
 from rlvr_sweep.run.progress import Progress
 from rlvr_sweep.update import (
@@ -68,6 +68,7 @@ class Trainer:
     score: Callable[[object, str], object]  # (group, gold) -> ScoredGroup: reward and credit
     update: Callable[[list], Update]  # pending questions -> one optimizer update
     accumulate: int  # questions per update
+    dynamic_sampling: bool  # homogeneous groups join no update (DAPO)
     more: Callable[[TrainState], bool]  # the step budget
     after_update: Callable[[int], None]  # steps done -> the tail average's turn
     record: Callable[..., None]  # the ledger rows, the step log, the loggers, the progress bar
@@ -87,12 +88,14 @@ def train_loop(t: Trainer, state: TrainState) -> None:
         group = t.draw(prompt, warmup)  # rollout
         scored = t.score(group, row["answer"])  # reward and credit
         state.active_count += scored.active
-        pending.append((prompt, scored))
+        filtered = t.dynamic_sampling and not scored.active
+        if not filtered:
+            pending.append((prompt, scored))
         update = None
         if len(pending) == t.accumulate:  # loss, backward, optimizer step
             update, pending = t.update(pending), []
             t.after_update(step + 1)
-        t.record(state, step, row, scored, update, time.perf_counter() - started, len(prompt))  # ledger
+        t.record(state, step, row, scored, update, time.perf_counter() - started, len(prompt), filtered)  # ledger
         state.step = step + 1
         t.persist(state, not pending)
     t.close()
@@ -143,8 +146,8 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
             return state.step < t.max_steps and state.active_count < t.active_steps
         return state.step < t.steps
 
-    def record(state: TrainState, step, row, scored, update, seconds, prompt_len) -> None:
-        state.steps.append(step_row(step, row, scored, update, seconds, prompt_len))
+    def record(state: TrainState, step, row, scored, update, seconds, prompt_len, filtered) -> None:
+        state.steps.append(step_row(step, row, scored, update, seconds, prompt_len, filtered))
         state.rollouts.extend(rollout_rows(step, row, scored, decode, lengths["audit_prefix"], lengths["surface_head"]))
         state.pairs.extend(ledger_rows(step, scored))
         report_step(step, row, scored, update, seconds, state, loggers, bar, optimizer)
@@ -161,7 +164,7 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
         in_warmup=lambda state: sc.name != "flat" and state.active_count < sc.bifurcate_after_active,
         score=lambda group, gold: score_group(group, decode, gold, reward=reward, estimator=per_group),
         update=lambda pending: update_step(policy.model, params, optimizer, credited(pending), settings),
-        accumulate=t.accumulate_questions, more=more,
+        accumulate=t.accumulate_questions, dynamic_sampling=t.dynamic_sampling, more=more,
         after_update=(lambda done: tail.observe(done)) if tail else (lambda done: None),
         record=record, persist=persist, close=bar.close)
 
@@ -196,10 +199,15 @@ def bound_reward(cfg: Config, grade, extract) -> Callable:
     option = REWARDS[cfg.reward.name]
     fn = option.bind(cfg.reward, cfg.profile.length_scale)
     wants_tokens, wants_extract = "tokens" in option.receives, "extract" in option.receives
+    lengths = scaled_lengths(cfg)
 
     def reward(texts, gold, tokens):
         extra = {**({"tokens": tokens} if wants_tokens else {}), **({"extract": extract} if wants_extract else {})}
-        return fn(texts, gold, grade=grade, **extra)
+        rewards, correct = fn(texts, gold, grade=grade, **extra)
+        if lengths["overlong_buffer"] is None:
+            return rewards, correct
+        return shaped(rewards, [len(t) for t in tokens], lengths["horizon"], lengths["overlong_buffer"],
+                      cfg.reward.overlong_penalty), correct
 
     return reward
 
@@ -219,14 +227,15 @@ def report_step(step, row, scored, update, seconds, state, loggers, bar, optimiz
     bar.update(1, group.gen_tokens, reward=f"{reward:.3f}", active=state.active_count)
 
 
-def step_row(step, row, scored, update, seconds, prompt_len) -> dict:
+def step_row(step, row, scored, update, seconds, prompt_len, filtered: bool = False) -> dict:
     g, outcome = scored.group, update.outcome if update else None
+    action = outcome.action if outcome else "filtered" if filtered else "accumulated"
     fork = cf_step_fields(scored.cf) if scored.cf is not None else {}  # b0_pass, gated / skipped, M_tot
     return {**fork,
         "step": step, "question_id": row["id"], "rewards": scored.rewards.flatten().tolist(),
         "mean_reward": float(scored.rewards.mean()), "correct": scored.correct.flatten().tolist(),
         "active": scored.active, "std": float(scored.rewards.flatten().std()),
-        "update": outcome is not None, "action": outcome.action if outcome else "accumulated",
+        "update": outcome is not None, "action": action,
         "grad_norm": outcome.grad_norm if outcome else float("nan"),
         "loss": update.loss if update else float("nan"),
         "gen_tokens": g.gen_tokens, "prefill_tokens": g.prefill_tokens,
@@ -234,18 +243,21 @@ def step_row(step, row, scored, update, seconds, prompt_len) -> dict:
         "leaf_tokens": sum(len(leaf.tokens) for leaf in g.leaves()), "prompt_tokens": prompt_len,
         "bwd_out_tokens": update.bwd_out if update else 0, "bwd_full_tokens": update.bwd_full if update else 0,
         "capped": sum(not leaf.finished for leaf in g.leaves()), "seconds": seconds,
-        **length_signals(g.leaves()), **update_signals(update),
+        **group_signals(scored), **update_signals(update),
     }
 
 
-SIGNALS = ("entropy", "kl_ref", "ratio_mean", "ratio_min", "ratio_max", "clip_low", "clip_high", "zero_var_share")
+SIGNALS = ("entropy", "kl_ref", "ratio_mean", "ratio_min", "ratio_max", "clip_low", "clip_high")
 
 
-def length_signals(leaves) -> dict:
-    """The step's response lengths: mean, max and the share cut at the cap (health signals)."""
+def group_signals(scored) -> dict:
+    """The step's group: response length mean, max and the share cut at the cap, and whether its rewards have
+    zero variance (averaged over steps, the share of such groups) (health signals)."""
+    leaves = scored.leaves
     lengths = [len(leaf.tokens) for leaf in leaves]
     return {"length_mean": sum(lengths) / len(lengths), "length_max": max(lengths),
-            "truncated_share": sum(not leaf.finished for leaf in leaves) / len(leaves)}
+            "truncated_share": sum(not leaf.finished for leaf in leaves) / len(leaves),
+            "zero_variance": is_homogeneous(scored.rewards.flatten())}
 
 
 def update_signals(update: Update | None) -> dict:
@@ -291,6 +303,7 @@ def scaled_lengths(cfg: Config) -> dict:
         "fork_start": scaled_length(sc.fork_start, scale), "fork_end": scaled_length(sc.fork_end, scale),
         "audit_prefix": scaled_length(AUDIT_PREFIX_TOKENS, scale),
         "surface_head": scaled_length(SURFACE_HEAD_TOKENS, scale),
+        "overlong_buffer": None if cfg.reward.overlong_buffer is None else scaled_length(cfg.reward.overlong_buffer, scale),
     }
 
 

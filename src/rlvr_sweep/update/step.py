@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rlvr_sweep.credit import is_homogeneous
 from rlvr_sweep.update.aggregation import Normaliser
 from rlvr_sweep.update.backward import PAPER_OBJECTIVE, Objective, Signals, backward, in_loss, sampled_logps
 from rlvr_sweep.update.optim import UpdateOutcome, apply_update
@@ -44,7 +43,7 @@ class Update:
     bwd_out: int  # completion tokens backpropagated, over every pass
     bwd_full: int  # completion + prompt tokens backpropagated, over every pass
     optimizer_steps: int = 1  # steps the optimizer took (passes x mini-batches that stepped)
-    signals: dict = field(default_factory=dict)  # `backward.Signals.row()` and the zero-variance share
+    signals: dict = field(default_factory=dict)  # `backward.Signals.row()`
 
 
 def mini_batches(pending: list[tuple[list[int], ScoredGroup]], count: int) -> list[list[tuple[int, list[int]]]]:
@@ -116,6 +115,5 @@ def update_step(model, params: list, optimizer, pending: list[tuple[list[int], S
                                          grad_clip=s.grad_clip))
     first = outcomes[0]
     ran = any(o.backward_ran for o in outcomes)
-    zero_var = sum(is_homogeneous(scored.rewards.flatten()) for _, scored in pending) / len(pending)
     return Update(first, totals["loss"] if ran else float("nan"), totals["out"], totals["full"],
-                  sum(o.action != "skipped" for o in outcomes), {**signals.row(), "zero_var_share": zero_var})
+                  sum(o.action != "skipped" for o in outcomes), signals.row())

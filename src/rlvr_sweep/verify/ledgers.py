@@ -14,7 +14,8 @@ rollouts' in order; `active` means the rewards differ, except on a counterfactua
 gates themselves are replayed in PASS 4); untrimmed >= generated, padded >= unpadded prefill;
 backward tokens: an update that ran a backward counts the leaf tokens (bwd_out) and leaf + prompt
 tokens (bwd_full) of every question it backpropagated (active ones, or all with full_backward), once per
-pass of its objective (run.json `objective_passes`, 1 when absent: the paper's), others 0.
+pass of its objective (run.json `objective_passes`, 1 when absent: the paper's), others 0; a question that
+dynamic sampling filtered out (action "filtered") joins no update.
 Per run: run.json `totals` equal the sums of the steps ledger.
 """
 
@@ -108,13 +109,13 @@ def _expected_backward(steps: pd.DataFrame, optimizer_step: str | None, passes: 
     """Per step, the backward tokens its update should have counted (on the update's step, 0 elsewhere)."""
     s = steps.sort_values("step")
     n_leaves = s["rewards"].map(len)
-    counted = s["active"].astype(bool) | (optimizer_step == "full_backward")  # questions backpropagated
+    counted = (s["active"].astype(bool) | (optimizer_step == "full_backward")) & (s["action"] != "filtered")
     out_tok = np.where(counted, s["leaf_tokens"], 0)
     full_tok = np.where(counted, s["leaf_tokens"] + s["prompt_tokens"] * n_leaves, 0)
     exp_out, exp_full, acc_out, acc_full = [], [], 0, 0
     for action, o, f in zip(s["action"], out_tok, full_tok):
         acc_out, acc_full = acc_out + o, acc_full + f  # questions pile up until the update that uses them
-        if action == "accumulated":
+        if action in ("accumulated", "filtered"):
             exp_out.append(0)
             exp_full.append(0)
             continue
@@ -197,7 +198,7 @@ def _clean_runs(s: pd.DataFrame, runs: pd.DataFrame) -> set:
     key = list(RUN_KEYS)
     o = s.sort_values([*key, "step"], kind="stable")
     run_id = o.groupby(key, sort=False).ngroup()
-    ends = o["action"] != "accumulated"
+    ends = ~o["action"].isin(["accumulated", "filtered"])
     segment = ends.groupby(run_id).shift(fill_value=False).astype(int).groupby(run_id).cumsum()
     active = o["active"].astype(bool)
     full = o["leaf_tokens"] + o["prompt_tokens"] * o["rewards"].map(len)
@@ -206,7 +207,8 @@ def _clean_runs(s: pd.DataFrame, runs: pd.DataFrame) -> set:
                        index=pd.MultiIndex.from_frame(runs[key]) if len(key) > 1 else runs[key[0]])
     per_row = passes.reindex(pd.MultiIndex.from_frame(o[key])).fillna(1).to_numpy()
     bad = {}
-    for opt, counted in ((None, active), ("full_backward", active | True)):
+    kept = o["action"] != "filtered"
+    for opt, counted in ((None, active & kept), ("full_backward", kept)):
         out_tok = o["leaf_tokens"].where(counted, 0)
         full_tok = full.where(counted, 0)
         exp_out = out_tok.groupby([run_id, segment]).cumsum().where(ran, 0) * per_row

@@ -20,10 +20,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlvr_sweep.config import ConfigError, EstimatorConfig, RewardConfig
+from rlvr_sweep.config import ConfigError, EstimatorConfig, RewardConfig, scaled_length
 from rlvr_sweep.config.plugins import FILE_PREFIX, code_record, import_plugins
 from rlvr_sweep.data import MATH, TASKS, benchmark_task
-from rlvr_sweep.reward import REWARDS, Answering, answering
+from rlvr_sweep.reward import REWARDS, Answering, answering, shaped
 
 OPT_IN = "--plugins"
 
@@ -141,12 +141,18 @@ def _bound_reward(name: str, config: dict, grader: str, task_name: str | None):
     answers = answering(TASKS[task_name].task if task_name else MATH, grader)
     grade, extract = answers.grade, answers.extract_reward
 
+    cap = scaled_length(int((config.get("horizon") or {}).get("tokens", 512)), scale)
+    buffer = None if settings.overlong_buffer is None else scaled_length(settings.overlong_buffer, scale)
+
     def reward(texts, gold, tokens):
         extra = {}
         if "tokens" in option.receives:
             extra["tokens"] = tokens
         if "extract" in option.receives:
             extra["extract"] = extract
-        return fn(texts, gold, grade=grade, **extra)
+        rewards, correct = fn(texts, gold, grade=grade, **extra)
+        if buffer is None:
+            return rewards, correct
+        return shaped(rewards, [len(t) for t in tokens], cap, buffer, settings.overlong_penalty), correct
 
     return reward

@@ -9,10 +9,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
 from rlvr_sweep.reward import graders, grading, sandbox
+from rlvr_sweep.reward.overlong import overlong_penalty
 from rlvr_sweep.verify import plugin_runs
 from rlvr_sweep.verify.step_stats import STEPS_COLUMNS, std_problems
 from rlvr_sweep.store import RUN_JSON, is_finished
@@ -47,6 +49,18 @@ def _gate(info: dict, run_dir: Path) -> tuple[bool, int | None]:
     if isinstance(gate, bool) or not isinstance(gate, int):
         raise BadInput(f"{run_dir / RUN_JSON}: gate_chars must be an int or null, got {gate!r}")
     return True, gate
+
+
+def _overlong(info: dict, run_dir: Path):
+    """The run's overlong penalty as `length -> penalty` (DAPO's shaping, `reward.overlong`), or None."""
+    buffer = (info.get("lengths") or {}).get("overlong_buffer") if isinstance(info.get("lengths"), dict) else None
+    if buffer is None:
+        return None
+    cap, factor = info.get("horizon_tokens"), info.get("overlong_penalty")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (buffer, cap, factor)):
+        raise BadInput(f"{run_dir / RUN_JSON}: lengths.overlong_buffer={buffer!r} needs a numeric horizon_tokens "
+                       f"({cap!r}) and overlong_penalty ({factor!r})")
+    return lambda length: overlong_penalty(length, int(cap), int(buffer), float(factor))
 
 
 # ---------------------------------------------------------------- regrade
@@ -182,13 +196,14 @@ def _check_grades(frame: pd.DataFrame, grade=grading.grade, extractions=None) ->
 
 
 def _check_rollouts(frame: pd.DataFrame, gate_known: bool, gate: int | None,
-                    reward=grading.training_reward, grade=None, preds=None):
+                    reward=grading.training_reward, grade=None, preds=None, shaping=None):
     """With `grade` and `preds` (each row's `extract_answer(text, fallback=None)`, None for a text that is
-    not a string) the ungated reward is `reward`'s formula on them: 1.0 if pred and grade(pred, gold)."""
+    not a string) the ungated reward is `reward`'s formula on them: 1.0 if pred and grade(pred, gold).
+    `shaping(length) -> float`: the run's overlong penalty, added to the (gated) reward."""
     checked, agree, no_gold, found = 0, 0, 0, []
     key_columns = [c for c in ROLLOUTS_KEY if c in frame.columns]
     preds = iter(preds) if preds is not None else None
-    for row in _records(frame, ["text", "gold", "correct", "reward", *key_columns]):
+    for row in _records(frame, ["text", "gold", "correct", "reward", "length", *key_columns]):
         text, gold = _value(row["text"]), _value(row["gold"])
         pred = next(preds) if preds is not None else None
         if not isinstance(gold, str):
@@ -201,6 +216,8 @@ def _check_rollouts(frame: pd.DataFrame, gate_known: bool, gate: int | None,
             diffs["correct"] = {"stored": stored_correct, "recomputed": ungated}
         if gate_known:
             gated = ungated if not isinstance(text, str) or grading.passes_gate(text, gate) else 0.0  # no second grade
+            if shaping is not None:  # the run held its rewards as float32 (a group's reward tensor)
+                gated = float(np.float32(gated + shaping(int(_value(row["length"])))))
             stored_reward = _value(row["reward"])
             if _as_float(stored_reward) != gated:
                 diffs["reward"] = {"stored": stored_reward, "recomputed": gated}
@@ -241,8 +258,10 @@ def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache
     reward = _reward_fn(grader, grade if cache is not None else None)
     grades = _read_table(run_dir, "grades", GRADES_COLUMNS, read=GRADES_KEY)  # the columns read below
     plug = plugin_runs.parts_of(info)
+    shaping = _overlong(info, run_dir)
     rollouts = _read_table(run_dir, "rollouts", ROLLOUTS_COLUMNS,
-                           read=("gold", *ROLLOUTS_KEY, *(("tokens",) if plug.reward else ())))
+                           read=("gold", *ROLLOUTS_KEY, *(("tokens",) if plug.reward else ()),
+                                 *(("length",) if shaping else ())))
     before = grading.stats()
     tables, notes, disagreements, unchecked = {}, [], [], []
     rules, why = None, None
@@ -306,7 +325,7 @@ def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache
                      for t in map(_value, rollouts["text"].tolist())]
         own_reward = plug.reward is not None
         checked, agree, no_gold, found = _check_rollouts(rollouts, gate_known and not own_reward, gate, reward,
-                                                         rollout_grade, preds)
+                                                         rollout_grade, preds, shaping)
         parts = []
         if no_gold:
             parts.append(f"{no_gold} row(s) without a gold not checked")
