@@ -18,7 +18,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.text import Text
 
 from rlvr_sweep.analysis import Sweep, load_sweep
-from rlvr_sweep.analysis.curves import CURVES, WINDOW, curve_band, curve_names, draw_curves, draw_overlay
+from rlvr_sweep.analysis.curves import CURVES, WINDOW, curve_band, curve_names, draw_curves, draw_overlay, recorded
 from rlvr_sweep.analysis.figures import draw_figure1, draw_figure2, figure1, figure2, training_curves
 from rlvr_sweep.analysis.palette import MARKER_OF, PALETTE, arm_styles, grey
 from rlvr_sweep.analysis.stats import bootstrap_ci
@@ -344,6 +344,28 @@ def test_formats_and_file_names(sweep, tmp_path):
     assert all(p.stat().st_size > 10_000 for p in paths)
     with pytest.raises(ValueError, match="must be one of"):
         figure1(sweep, tmp_path, formats=("bmpx",))
+
+
+def test_a_health_signal_is_drawn_for_the_arms_that_recorded_it(tmp_path):
+    """The hand-made sweep's steps predate the health signals; give one arm an entropy on some steps and another
+    a clip fraction that is NaN throughout: only the entropy overlay is drawn, holding that one arm, its line the
+    mean over seeds of each seed's rolling mean over the steps that have a value."""
+    tables = replicated(handmade.tables())
+    steps = tables["steps"]
+    base = steps["arm"] == "baseline"
+    steps["entropy"] = np.where(base & (steps["step"] == 0), 0.5, np.nan)
+    steps.loc[base & (steps["seed"] == 42) & (steps["step"] == 0), "entropy"] = 1.5
+    steps["clip_low"] = np.nan
+    sweep = Sweep.from_tables(tables)
+    unit = unit_of(sweep, "baseline")
+    assert recorded(sweep, "entropy") == [unit] and recorded(sweep, "clip_low") == []
+    assert recorded(sweep, "mean_reward") == list(curve_names(sweep))  # a training curve: every arm
+    fig = draw_overlay(sweep, "entropy")
+    y = by_gid(fig, f"overlay:mean:{unit}").get_ydata()
+    assert y[0] == pytest.approx((1.5 + 0.5 + 0.5) / 3)  # step 1: seeds 42, 101, 7
+    paths, _ = training_curves(sweep, tmp_path, formats=("png",))
+    health = [p.name for p in paths if p.name.startswith("curves_health_")]
+    assert health == ["curves_health_entropy.png"]
 
 
 def test_a_sweep_without_read_outs_says_why(sweep, tmp_path):

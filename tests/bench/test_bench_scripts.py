@@ -133,6 +133,16 @@ def test_bootstrap_bench_times_every_method(tmp_path):
 
 
 @pytest.mark.slow
+def test_objectives_bench_times_each_objective_beside_reinforce(tmp_path):
+    out = bench("bench_objectives.py", "--rollouts", "4", "--length", "8", "--repeats", "2", tmp_path=tmp_path)
+    lines = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+    assert {"reinforce", "ppo_clip mu=2", "ppo_clip mu=2 + KL"} <= set(lines), out
+    assert lines["ratio reinforce / reinforce"] == "1.00"
+    figures = {m: dict(kv.split("=") for kv in lines[m].split()) for m in ("reinforce", "ppo_clip mu=2 + KL")}
+    assert all(float(f["s_update_median"]) > 0 and float(f["peak_rss_mib"]) > 0 for f in figures.values())
+
+
+@pytest.mark.slow
 def test_grader_load_bench_keeps_every_call_near_the_limit(tmp_path):
     out = bench("bench_grader_load.py", "--threads", "2", "--calls", "3", "--limit", "1", tmp_path=tmp_path)
     assert "6 calls from 2 threads, limit 1.0 s" in out and "pool counters" in out

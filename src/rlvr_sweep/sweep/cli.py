@@ -179,8 +179,11 @@ def _preflight(overrides: list[str]) -> None:
                       "as it starts", flush=True)
                 sys.argv += settled  # the sweeper's direction the objective's (docs/search.md)
                 return
-            count = check_sweep(str(CONF_DIR), overrides)
+            notes: list[str] = []
+            count = check_sweep(str(CONF_DIR), overrides, notes=notes)
     except PreflightError as err:
         print(f"Sweep not launched: {err}", file=sys.stderr, flush=True)
         sys.exit(2)
     print(f"Preflight: checked {count} job(s)", flush=True)
+    for note in notes:
+        print(f"Preflight: {note}", flush=True)

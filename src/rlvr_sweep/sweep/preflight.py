@@ -106,20 +106,28 @@ def _settable(cfg: DictConfig, key: str) -> bool:
 _ABSENT = object()
 
 
-def check_sweep(conf_dir: str, overrides: list[str], record: bool = True) -> int:
+def check_sweep(conf_dir: str, overrides: list[str], record: bool = True, notes: list[str] | None = None) -> int:
     """Compose and plan every job (`run.plan`: settings, data rows, model folder, prompt lengths; a job
     whose run is finished only as far as `run.plan.locate` finds it); returns the number of jobs checked.
     With `record`, the jobs are written down for `status` (`sweep.records`) from the first one located,
     marked `checking` until every job passed, so a sweep is visible during a long preflight; a sweep the
-    preflight refuses (or that is interrupted in it) leaves no record."""
+    preflight refuses (or that is interrupted in it) leaves no record. `notes`: a list the memory a job keeps
+    beyond the paper's recipe is named in (`run.memory`), one line per kind."""
     from rlvr_sweep.run import plan
     from rlvr_sweep.run.loggers import check_loggers
+    from rlvr_sweep.run.memory import reference_note
+    from rlvr_sweep.run.train import bound_objective
     from rlvr_sweep.store import is_finished
+
+    references: dict[str, int] = {}
 
     def check(cfg, run_dir) -> None:
         check_loggers(cfg.logger)
         if not is_finished(run_dir):  # a finished run was checked when it ran
-            plan(cfg)
+            planned = plan(cfg)
+            if bound_objective(cfg).needs_reference:
+                note = reference_note(cfg.model.dtype, planned.model_folder)
+                references[note] = references.get(note, 0) + 1
 
     launch = Launch(overrides) if record else None
     try:
@@ -131,6 +139,8 @@ def check_sweep(conf_dir: str, overrides: list[str], record: bool = True) -> int
     CHECKED_JOBS.update(tuple(job["overrides"]) for job in jobs)
     if launch:
         launch.finish()
+    if notes is not None:
+        notes += [f"{n} job(s) keep {note}" for note, n in references.items()]
     return len(jobs)
 
 
