@@ -30,7 +30,8 @@ def test_verify_all_passes_on_an_intact_sweep_with_its_saved_tables(smoke_sweep,
     assert "4 finished runs" in lines[0] and "4/4 run folders intact" in lines[0]
     assert "(0.50, 0.50) vs root restart (0.50, 0.25)" in lines[1] and "-1.5" in lines[1]
     assert "saved tables" in lines[2] and lines[-1].startswith("== verify all: 4/4 passes ok")
-    assert "nothing to check" in lines[3]  # greedy read-outs only: no sampled / fork read-out, no probe
+    # greedy read-outs only (no sampled / fork read-out, no probe): the credit of every step is what PASS 4 checks
+    assert lines[3].startswith("PASS 4 ok: 16 groups' credit re-derived from their stored rewards") and "(4 run(s))" in lines[3]
 
 
 def test_verify_all_fails_on_a_damaged_run(smoke_sweep, tmp_path):

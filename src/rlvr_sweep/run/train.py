@@ -129,10 +129,14 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
     budget = t.max_steps if t.active_steps else t.steps
     bar = Progress(budget, "train", "step", initial=start_step)
 
+    awaiting: list[dict] = []  # a batch estimator's: the rollout rows of the questions its next update credits
+    given: list = []  # ... and the groups as its last update credited them
+
     def credited(pending: list) -> list:
         if per_group is not None:
             return pending
         scored = batch_credit([s for _, s in pending], estimator, chosen_estimator.name)
+        given[:] = scored
         return [(prompt, s) for (prompt, _), s in zip(pending, scored)]
 
     def draw(prompt, warmup):
@@ -148,7 +152,13 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
 
     def record(state: TrainState, step, row, scored, update, seconds, prompt_len, filtered) -> None:
         state.steps.append(step_row(step, row, scored, update, seconds, prompt_len, filtered))
-        state.rollouts.extend(rollout_rows(step, row, scored, decode, lengths["audit_prefix"], lengths["surface_head"]))
+        rows = rollout_rows(step, row, scored, decode, lengths["audit_prefix"], lengths["surface_head"])
+        state.rollouts.extend(rows)
+        if per_group is None and not filtered:  # a batch estimator credits at the update
+            awaiting.extend(rows)
+            if update is not None:
+                credit_rows(awaiting, given)
+                awaiting.clear()
         state.pairs.extend(ledger_rows(step, scored))
         report_step(step, row, scored, update, seconds, state, loggers, bar, optimizer)
 
@@ -269,11 +279,14 @@ def update_signals(update: Update | None) -> dict:
 
 
 def rollout_rows(step, row, scored, decode, audit_cut: int, head_cut: int) -> list[dict]:
-    """One row per rollout, its token ids included. For the paper's >512-token prefix audit (§5.4) each
-    row also keeps where its first `\\boxed` starts and, when it is longer than `audit_cut` tokens, the
-    text of its first `audit_cut` tokens (512 in paper units); for the surface-token divergence of §3.3
-    the text of its first `head_cut` tokens (160)."""
+    """One row per rollout, its token ids included, and its credit: `adv_prefix` on its prefix tokens and
+    `adv_cont` on the rest (equal for leaf credit; a batch estimator's are filled in at its update:
+    `credit_rows`), which `verify` re-derives from the stored rewards. For the paper's >512-token prefix
+    audit (§5.4) each row also keeps where its first `\\boxed` starts and, when it is longer than `audit_cut`
+    tokens, the text of its first `audit_cut` tokens (512 in paper units); for the surface-token divergence
+    of §3.3 the text of its first `head_cut` tokens (160)."""
     B = scored.rewards.shape[1]
+    prefix, cont = scored.credit.prefix.flatten().tolist(), scored.credit.cont.flatten().tolist()
     return [{
         "step": step, "index": i, "k": i // B, "b": i % B, "question_id": row["id"], "gold": row["answer"],
         "prefix_len": leaf.prefix_len, "length": len(leaf.tokens), "reward": float(r), "correct": float(c),
@@ -281,8 +294,20 @@ def rollout_rows(step, row, scored, decode, audit_cut: int, head_cut: int) -> li
         "first_box_token": first_box_token(leaf.tokens, decode),
         "audit_prefix_text": decode(leaf.tokens[:audit_cut]) if len(leaf.tokens) > audit_cut else None,
         "tokens": list(leaf.tokens), "head_text": decode(leaf.tokens[:head_cut]),
+        "adv_prefix": prefix[i], "adv_cont": cont[i],
     } for i, (leaf, r, c, text) in enumerate(zip(scored.leaves, scored.rewards.flatten().tolist(),
                                                  scored.correct.flatten().tolist(), scored.texts))]
+
+
+def credit_rows(rows: list[dict], credited: list) -> None:
+    """Write the credit a batch estimator gave at the update into the rollout rows of its questions (`rows`, in
+    order; a filtered question's rows are not among them)."""
+    values = [(p, c) for s in credited for p, c in zip(s.credit.prefix.flatten().tolist(),
+                                                      s.credit.cont.flatten().tolist())]
+    if len(values) != len(rows):
+        raise ValueError(f"{len(rows)} rollout rows await the credit of {len(values)} rollouts")
+    for row, (p, c) in zip(rows, values):
+        row["adv_prefix"], row["adv_cont"] = p, c
 
 
 def write_ledger(run_dir, state: TrainState, keys: dict) -> None:

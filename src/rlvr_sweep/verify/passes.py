@@ -14,7 +14,8 @@ PASS 4  the test-time read-outs and probes (`testtime`): every sampled, fork and
         rows, stored margins against a fresh teacher-forced pass on a sample (loads the checkpoints),
         Tables 4 / 5A / 5B recounted (with a saved tables folder, 5A / 5B compared with their rebuilds);
         every counterfactual fork group's credit (Arms 14-19) replayed from its ledger, and its fork choice
-        re-derived from the stored margins (`cf_replay`); bfloat16 margins checked to be k/128
+        re-derived from the stored margins (`cf_replay`); every other group's stored advantages re-derived from
+        its stored rewards with the run's estimator (`credit_replay`; a plugin's with --plugins); bfloat16 margins checked to be k/128
         (`dyadic`); every read-out and probe credited to the
         training run whose saved model has its model digest, and no other (`attribution`).
 A pass fails on any problem; `run_all` returns the results, the CLI prints them and exits 1 on failure.
@@ -188,6 +189,13 @@ def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu", loa
 
     cf = replay_cf(sweep.steps, sweep.pairs, sweep.runs, run_estimator if plugins else None)
     parts, problems = [], list(cf["problems"])
+    credit = credit_problems(sweep, plugins)
+    problems += credit["problems"]
+    if credit["groups"]:
+        parts.append(f"{credit['groups']} groups' credit re-derived from their stored rewards with their run's "
+                     f"estimator ({credit['runs']} run(s))")
+    if credit["older"]:
+        parts.append(f"{credit['older']} run(s) made before rollout rows held their credit: none to re-derive")
     credited, more = attribution_problems(sweep)
     if credited:
         parts.append(f"{credited} read-outs and probe checkpoints credited by their model digests")
@@ -207,10 +215,34 @@ def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu", loa
         summary, more = run_pass4(sweep, tables_dir, margin_items, device)
         parts.append(summary)
         problems += more
-    if not parts and not cf["unchecked"]:
-        return PassResult("PASS 4", "no read-out of a checkpoint, no sampled or fork read-out, no probe folder and "
-                                    "no counterfactual arm: nothing to check")
-    return PassResult("PASS 4", "; ".join(parts) or "nothing re-derived", problems, unchecked=cf["unchecked"])
+    unchecked = cf["unchecked"] + credit["unchecked"]
+    if not parts and not unchecked:
+        return PassResult("PASS 4", "no read-out of a checkpoint, no sampled or fork read-out, no probe folder, no "
+                                    "counterfactual arm and no stored credit: nothing to check")
+    return PassResult("PASS 4", "; ".join(parts) or "nothing re-derived", problems, unchecked=unchecked)
+
+
+def _config_or_none(run_dir, read):
+    try:
+        return read(run_dir)
+    except (ValueError, OSError):  # an unreadable config.yaml: its credit is listed as not re-derived
+        return None
+
+
+def credit_problems(sweep, plugins: bool) -> dict:
+    """Every stored advantage of the sweep's training runs re-derived (`credit_replay`)."""
+    if not len(sweep.steps):
+        return {"groups": 0, "runs": 0, "older": 0, "problems": [], "unchecked": []}
+    from rlvr_sweep.verify.credit_replay import replay_credit
+    from rlvr_sweep.verify.plugin_runs import run_estimator
+    from rlvr_sweep.verify.regrade import run_config
+
+    rollouts = getattr(sweep, "rollouts", None)
+    if rollouts is None or not len(rollouts):
+        return {"groups": 0, "runs": 0, "older": 0, "problems": [], "unchecked": []}  # PASS 3 says why
+    configs = {d: _config_or_none(d, run_config) for d in sweep.runs["run_dir"]}
+    return replay_credit(sweep.steps, rollouts, sweep.pairs, sweep.runs, configs,
+                         run_estimator if plugins else None)
 
 
 def warmup_only(sweep) -> list[str]:

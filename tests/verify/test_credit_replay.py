@@ -1,0 +1,81 @@
+"""PASS 4's credit replay: every stored advantage re-derived from the stored rewards with the run's estimator,
+per group or per update (a batch estimator's, filtered groups left out), a tampered advantage named, a plugin
+estimator's credit not re-derived without --plugins, and a run made before rollouts held their credit counted
+apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rlvr_sweep import store
+from rlvr_sweep.run import run
+from rlvr_sweep.verify.credit_replay import _updates, bound_estimator, replay_credit
+from rlvr_sweep.verify.regrade import run_config
+from tests.helpers import compose_cfg
+
+TABLES = ("steps", "rollouts", "pairs")
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory) -> list[Path]:
+    root = tmp_path_factory.mktemp("credit")
+    leaf = run(compose_cfg(["+arm=ra_flat", "profile=smoke", "train.steps=4", "eval.limit=2", f"run.out_root={root}"]))
+    batch = run(compose_cfg(["+arm=ra_flat", "profile=smoke", "estimator=grpo_batch_std", "train.accumulate_questions=2",
+                             "train.dynamic_sampling=true", "train.steps=12", "eval.limit=2", f"run.out_root={root}"]))
+    return [Path(leaf["run_dir"]), Path(batch["run_dir"])]
+
+
+def replayed(run_dirs, change=None) -> dict:
+    tables = {name: pd.concat([store.read_table(d, name) for d in run_dirs], ignore_index=True) for name in TABLES}
+    if change:
+        change(tables)
+    runs = pd.DataFrame([{**{k: tables["steps"][tables["steps"]["run_hash"] == h][k].iloc[0] for k in
+                             ("arm", "horizon", "seed")}, "run_hash": h, "run_dir": str(d)}
+                         for d in run_dirs for h in [store.read_run_json(d)["run_hash"]]])
+    return replay_credit(tables["steps"], tables["rollouts"], tables["pairs"], runs,
+                         {str(d): run_config(d) for d in run_dirs})
+
+
+def test_every_stored_advantage_re_derives(two_runs):
+    out = replayed(two_runs)
+    steps = sum(len(store.read_table(d, "steps")) for d in two_runs)
+    assert out["problems"] == [] and out["unchecked"] == [] and out["runs"] == 2 and out["groups"] == steps
+    batch = store.read_table(two_runs[1], "rollouts")
+    assert (batch["adv_cont"] != 0).any()  # the batch estimator's credit was written in at its updates
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_a_tampered_advantage_is_named(two_runs, which):
+    rollouts = store.read_table(two_runs[which], "rollouts")
+    row = rollouts.index[rollouts["adv_cont"] != 0][0]
+    step, index = int(rollouts.loc[row, "step"]), int(rollouts.loc[row, "index"])
+    h = rollouts.loc[row, "run_hash"]
+
+    def change(t):
+        r = t["rollouts"]
+        at = (r["run_hash"] == h) & (r["step"] == step) & (r["index"] == index)
+        r.loc[at, "adv_cont"] = r.loc[at, "adv_cont"] * 1.01
+
+    problems = replayed(two_runs, change)["problems"]
+    assert len(problems) == 1 and f"step {step} rollout {index}: stored credit" in problems[0], problems
+
+
+def test_an_update_of_a_batch_estimator_is_the_steps_it_credited():
+    steps = pd.DataFrame({"step": range(7), "action": ["accumulated", "filtered", "backward_step", "filtered",
+                                                        "accumulated", "zero_grad_step", "accumulated"]})
+    assert _updates(steps) == [[0, 2], [4, 5]]  # step 6 never reached an update
+
+
+def test_a_plugin_estimator_is_not_re_derived_without_its_code(tmp_path):
+    estimator, kind, why = bound_estimator(tmp_path, {"estimator": {"name": "my_own_credit"}})
+    assert estimator is None and "plugin estimator 'my_own_credit'" in why and "--plugins" in why
+    for config in (None, {}, {"estimator": "grpo"}, {"estimator": {"name": 3}}):  # never the default estimator
+        assert bound_estimator(tmp_path, config)[0] is None
+
+
+def test_a_run_made_before_rollouts_held_their_credit_is_counted_apart(two_runs):
+    out = replayed(two_runs, lambda t: t.__setitem__("rollouts", t["rollouts"].drop(columns=["adv_prefix", "adv_cont"])))
+    assert out["older"] == 2 and out["groups"] == 0 and out["problems"] == [] and out["unchecked"] == []
