@@ -96,8 +96,8 @@ class Signals:
             self.ratio_sum += float((ratio * mask).sum())
             self.ratio_min = min(self.ratio_min, float(ratio[mask].min()))
             self.ratio_max = max(self.ratio_max, float(ratio[mask].max()))
-            self.clipped_low += int((low & mask).sum())
-            self.clipped_high += int((high & mask).sum())
+            self.clipped_low += int((low & mask).sum()) if low is not None else 0  # an objective without a clip
+            self.clipped_high += int((high & mask).sum()) if high is not None else 0
 
     def row(self) -> dict:
         """The step ledger's columns (NaN where nothing was measured)."""
