@@ -34,9 +34,10 @@ def test_the_paper_objective_leaves_the_identity_as_it_was():
                              "on-policy objective has no importance ratio"),
     (["objective.mini_batches=2"], "choose one of ['cispo', 'gspo', 'ppo_clip']"),
     (["objective=gspo", "objective.mini_batches=3"], "objective.mini_batches=3 does not divide an update's 8 rollouts"),
-    (["objective=ppo_clip", "objective.kl_beta=0.04"], "objective.kl_beta=0.04 with optimizer_step=zero_grad: that "
-                                                       "step takes a homogeneous group's gradient to be zero"),
+    (["objective=ppo_clip", "objective.kl_beta=0.04"], "objective.kl_beta=0.04 in the loss with optimizer_step=zero_grad: "
+                                                       "that step takes a homogeneous group's gradient to be zero"),
     (["objective.kl_estimator=k1"], "objective.kl_estimator='k1': no KL term is made with objective.kl_beta=0"),
+    (["objective.kl_in=reward"], "objective.kl_in='reward': no KL term is made with objective.kl_beta=0"),
     (["objective.clip_high=0.28"], "objective.clip_high=0.28: no chosen option reads it (objective 'reinforce'"),
     (["objective=gspo", "objective.clip_dual=3.0"], "objective.clip_dual=3.0: no chosen option reads it (objective "
                                                     "'gspo' reads ['clip_low', 'clip_high'])"),
@@ -51,6 +52,12 @@ def test_the_paper_objective_leaves_the_identity_as_it_was():
 ])
 def test_an_objective_setting_that_cannot_be_is_refused_by_name(overrides, words):
     assert words in refused(["+arm=ra_flat", "profile=smoke", *overrides])
+
+
+def test_a_kl_penalty_on_the_reward_goes_with_any_optimizer_step():
+    cfg = compose_cfg(["+arm=ra_flat", "profile=smoke", "objective.kl_beta=0.05", "objective.kl_in=reward"])
+    assert cfg.optimizer_step.name == "zero_grad" and identity_dict(cfg)["objective"]["kl_in"] == "reward"
+    compose_cfg(["+arm=baseline", "objective.kl_beta=0.05", "objective.kl_in=reward"])  # the paper's loss, Arm 1's recipe
 
 
 def test_arm_1s_loss_recipe_goes_with_the_papers_objective_only():

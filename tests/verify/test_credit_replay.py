@@ -17,6 +17,7 @@ from rlvr_sweep.verify.regrade import run_config
 from tests.helpers import compose_cfg
 
 TABLES = ("steps", "rollouts", "pairs")
+# a leaf estimator, a batch estimator with dynamic sampling, and KL to the reference as a reward penalty
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,9 @@ def two_runs(tmp_path_factory) -> list[Path]:
     leaf = run(compose_cfg(["+arm=ra_flat", "profile=smoke", "train.steps=4", "eval.limit=2", f"run.out_root={root}"]))
     batch = run(compose_cfg(["+arm=ra_flat", "profile=smoke", "estimator=grpo_batch_std", "train.accumulate_questions=2",
                              "train.dynamic_sampling=true", "train.steps=12", "eval.limit=2", f"run.out_root={root}"]))
-    return [Path(leaf["run_dir"]), Path(batch["run_dir"])]
+    penalised = run(compose_cfg(["+arm=ra_flat", "profile=smoke", "objective.kl_beta=0.1", "objective.kl_in=reward",
+                                 "train.steps=4", "eval.limit=2", f"run.out_root={root}"]))
+    return [Path(leaf["run_dir"]), Path(batch["run_dir"]), Path(penalised["run_dir"])]
 
 
 def replayed(run_dirs, change=None) -> dict:
@@ -42,12 +45,12 @@ def replayed(run_dirs, change=None) -> dict:
 def test_every_stored_advantage_re_derives(two_runs):
     out = replayed(two_runs)
     steps = sum(len(store.read_table(d, "steps")) for d in two_runs)
-    assert out["problems"] == [] and out["unchecked"] == [] and out["runs"] == 2 and out["groups"] == steps
+    assert out["problems"] == [] and out["unchecked"] == [] and out["runs"] == 3 and out["groups"] == steps
     batch = store.read_table(two_runs[1], "rollouts")
     assert (batch["adv_cont"] != 0).any()  # the batch estimator's credit was written in at its updates
 
 
-@pytest.mark.parametrize("which", [0, 1])
+@pytest.mark.parametrize("which", [0, 1, 2])
 def test_a_tampered_advantage_is_named(two_runs, which):
     rollouts = store.read_table(two_runs[which], "rollouts")
     row = rollouts.index[rollouts["adv_cont"] != 0][0]
@@ -78,4 +81,31 @@ def test_a_plugin_estimator_is_not_re_derived_without_its_code(tmp_path):
 
 def test_a_run_made_before_rollouts_held_their_credit_is_counted_apart(two_runs):
     out = replayed(two_runs, lambda t: t.__setitem__("rollouts", t["rollouts"].drop(columns=["adv_prefix", "adv_cont"])))
-    assert out["older"] == 2 and out["groups"] == 0 and out["problems"] == [] and out["unchecked"] == []
+    assert out["older"] == 3 and out["groups"] == 0 and out["problems"] == [] and out["unchecked"] == []
+
+
+def test_a_kl_penalty_is_what_credit_and_activity_saw(two_runs):
+    """kl_in=reward: the first step's penalty is 0 (the policy is the reference), later ones are not; credit and
+    `active` follow the rewards less the penalty, and a penalty written wrong is named by the replay and PASS 3."""
+    from rlvr_sweep.analysis.source import load_sweep
+    from rlvr_sweep.verify.ledgers import step_problems
+
+    penalised = two_runs[2]
+    steps = store.read_table(penalised, "steps")
+    assert steps["kl_penalty"].iloc[0].tolist() == [0.0] * 8 and any(max(p) > 0 for p in steps["kl_penalty"][1:])
+    rollouts = store.read_table(penalised, "rollouts")
+    assert rollouts["kl_penalty"].tolist() == [x for p in steps["kl_penalty"] for x in p]
+    h = steps["run_hash"].iloc[0]
+
+    def change(t):
+        r = t["rollouts"]
+        r.loc[(r["run_hash"] == h) & (r["step"] == 3) & (r["index"] == 0), "kl_penalty"] += 0.5
+
+    assert any("step 3 rollout 0" in p for p in replayed(two_runs, change)["problems"])
+    sweep = load_sweep(penalised.parent.parent.parent)
+    assert step_problems(sweep.steps, sweep.rollouts, sweep.pairs, sweep.runs)[1] == []
+    flat = sweep.steps.copy()
+    flat["kl_penalty"] = [[0.0] * 8 for _ in range(len(flat))]  # as if no penalty: equal rewards, yet active
+    if (flat["active"] & flat["rewards"].map(lambda r: len(set(r)) == 1)).any():
+        assert any("active disagrees with the rewards" in p
+                   for p in step_problems(flat, sweep.rollouts, sweep.pairs, sweep.runs)[1])

@@ -28,7 +28,8 @@ PATH_NAME = matches(r"(?!.*\.stale-)[A-Za-z0-9_][A-Za-z0-9_+=,@-]*(\.[A-Za-z0-9_
 # checked against it when a job is built (`run.choices`). The value sets below belong to the config:
 DTYPE_NAMES = ("bfloat16", "float16", "float32")  # policy.DTYPES maps them to torch dtypes
 STD_KINDS = ("unbiased", "population")
-KL_ESTIMATORS = ("k1", "k2", "k3")  # update.kl: Schulman's estimators of KL(pi || pi_ref)  # the group std of GRPO-style credit: Bessel's (N - 1), or N
+KL_ESTIMATORS = ("k1", "k2", "k3")  # update.kl: Schulman's estimators of KL(pi || pi_ref)
+KL_PLACES = ("loss", "reward")  # a loss term (DeepSeekMath), or a penalty on each rollout's reward (RLHF)  # the group std of GRPO-style credit: Bessel's (N - 1), or N
 TASKS = ("train", "evaluate")
 
 
@@ -119,8 +120,9 @@ class ObjectiveConfig:
     passes: int = setting(1, at_least(1))  # mu: passes over an update's rollouts (a ratio objective's)
     mini_batches: int = setting(1, at_least(1))  # optimizer steps per pass, over equal contiguous shares
     aggregation: str = setting("token_sum_over_g", NON_EMPTY)  # update.AGGREGATIONS
-    kl_beta: float = setting(0.0, at_least(0))  # beta of KL(pi || the run's initial policy), a loss term
+    kl_beta: float = setting(0.0, at_least(0))  # beta of KL(pi || the run's initial policy)
     kl_estimator: str = setting("k3", one_of(*KL_ESTIMATORS))
+    kl_in: str = setting("loss", one_of(*KL_PLACES))
     # record KL to the initial policy when beta = 0 too: a frozen copy of the weights and one forward per
     # update (it changes nothing the run computes, so it is not part of the identity)
     measure_kl: bool = setting(False, identity=False)

@@ -148,18 +148,22 @@ def _objective_problems(cfg: Config, picked: dict) -> list[str]:
         problems.append(f"objective.passes={o.passes}, objective.mini_batches={o.mini_batches} with objective.name="
                         f"{o.name!r}: an on-policy objective has no importance ratio to correct the rollouts of a "
                         f"second optimizer step; choose one of {[x.name for x in OBJECTIVES.options() if x.kind == 'ratio']}")
-    paper_loss = o.name == "reinforce" and o.aggregation == PAPER_AGGREGATION and not o.mask_truncated and not o.kl_beta
+    paper_loss = o.name == "reinforce" and o.aggregation == PAPER_AGGREGATION and not o.mask_truncated and not (
+        o.kl_beta and o.kl_in == "loss")
     if cfg.train.loss_recipe == "sum_then_scale" and not paper_loss:
         problems.append(f"train.loss_recipe=sum_then_scale (Arm 1's rounding of the paper's loss) goes with objective "
                         f"reinforce, aggregation {PAPER_AGGREGATION}, no KL loss term and no masked rollouts only: use "
                         "train.loss_recipe=scale_then_sum")
-    if o.kl_beta == 0 and o.kl_estimator != _default(o, "kl_estimator"):
-        problems.append(f"objective.kl_estimator={o.kl_estimator!r}: no KL term is made with objective.kl_beta=0; leave "
-                        f"it at its default {_default(o, 'kl_estimator')!r} or set objective.kl_beta > 0")
-    elif o.kl_beta > 0 and cfg.optimizer_step.name != "full_backward":
-        problems.append(f"objective.kl_beta={o.kl_beta} with optimizer_step={cfg.optimizer_step.name}: that step takes a "
-                        "homogeneous group's gradient to be zero, but the KL term gives it one; use "
-                        "optimizer_step=full_backward")
+    if o.kl_beta == 0:
+        for name in ("kl_estimator", "kl_in"):
+            value, default = getattr(o, name), _default(o, name)
+            if value != default:
+                problems.append(f"objective.{name}={value!r}: no KL term is made with objective.kl_beta=0; leave it at "
+                                f"its default {default!r} or set objective.kl_beta > 0")
+    elif o.kl_in == "loss" and cfg.optimizer_step.name != "full_backward":
+        problems.append(f"objective.kl_beta={o.kl_beta} in the loss with optimizer_step={cfg.optimizer_step.name}: "
+                        "that step takes a homogeneous group's gradient to be zero, but the KL term gives it one; use "
+                        "optimizer_step=full_backward (or objective.kl_in=reward)")
     rollouts = set()
     if "group_size" in sampler.reads_of(cfg.sampler):
         rollouts.add(cfg.sampler.group_size)

@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from dataclasses import dataclass, field
 
 from rlvr_sweep import data, store
@@ -24,7 +25,8 @@ from rlvr_sweep.reward import REWARDS, answering, first_box_token, shaped
 from rlvr_sweep.rollout import ENGINES, SAMPLERS, ModelPolicy
 from rlvr_sweep.run.progress import Progress
 from rlvr_sweep.update import (
-    OBJECTIVES, Objective, Update, UpdateSettings, batch_credit, ledger_rows, score_group, update_step,
+    OBJECTIVES, Objective, Update, UpdateSettings, batch_credit, kl_penalty, ledger_rows, sampled_logps, score_group,
+    update_step,
 )
 
 log = logging.getLogger(__name__)
@@ -65,7 +67,7 @@ class Trainer:
     encode: Callable[[str], list[int]]  # problem -> prompt tokens
     draw: Callable[[list[int], bool], object]  # (prompt, warmup) -> RolloutGroup
     in_warmup: Callable[[TrainState], bool]  # flat groups until the warmup's active steps are done
-    score: Callable[[object, str], object]  # (group, gold) -> ScoredGroup: reward and credit
+    score: Callable[[list[int], object, str], object]  # (prompt, group, gold) -> ScoredGroup: reward and credit
     update: Callable[[list], Update]  # pending questions -> one optimizer update
     accumulate: int  # questions per update
     dynamic_sampling: bool  # homogeneous groups join no update (DAPO)
@@ -86,7 +88,7 @@ def train_loop(t: Trainer, state: TrainState) -> None:
         if not pending:  # chosen per update, so one update never mixes flat warmup and tree questions
             warmup = t.in_warmup(state)
         group = t.draw(prompt, warmup)  # rollout
-        scored = t.score(group, row["answer"])  # reward and credit
+        scored = t.score(prompt, group, row["answer"])  # reward and credit
         state.active_count += scored.active
         filtered = t.dynamic_sampling and not scored.active
         if not filtered:
@@ -128,6 +130,21 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
                               reference)
     budget = t.max_steps if t.active_steps else t.steps
     bar = Progress(budget, "train", "step", initial=start_step)
+    objective = settings.objective
+
+    def penalty_of(prompt):
+        """KL to the reference as a reward penalty (`objective.kl_in=reward`): beta sum_t k per rollout."""
+        if not objective.kl_in_reward:
+            return None
+
+        def penalty(group):
+            leaves = SimpleNamespace(leaves=group.leaves())
+            logps = dict(pad_id=policy.pad_id, micro_batch=t.backward_micro_batch, device=policy.device)
+            return kl_penalty(sampled_logps(policy.model, prompt, leaves, **logps),
+                              sampled_logps(reference, prompt, leaves, **logps), objective.kl_beta,
+                              objective.kl_estimator)
+
+        return penalty
 
     awaiting: list[dict] = []  # a batch estimator's: the rollout rows of the questions its next update credits
     given: list = []  # ... and the groups as its last update credited them
@@ -172,7 +189,8 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
     return Trainer(
         rows=rows, encode=lambda problem: data.encode_prompts(policy.tokenizer, [problem], task.prompt)[0], draw=draw,
         in_warmup=lambda state: sc.name != "flat" and state.active_count < sc.bifurcate_after_active,
-        score=lambda group, gold: score_group(group, decode, gold, reward=reward, estimator=per_group),
+        score=lambda prompt, group, gold: score_group(group, decode, gold, reward=reward, estimator=per_group,
+                                                      penalty=penalty_of(prompt)),
         update=lambda pending: update_step(policy.model, params, optimizer, credited(pending), settings),
         accumulate=t.accumulate_questions, dynamic_sampling=t.dynamic_sampling, more=more,
         after_update=(lambda done: tail.observe(done)) if tail else (lambda done: None),
@@ -184,7 +202,7 @@ def bound_objective(cfg: Config) -> Objective:
     o = cfg.objective
     option = OBJECTIVES[o.name]
     return Objective(o.name, option.bind(o), option.kind, o.passes, o.mini_batches, o.aggregation, o.kl_beta,
-                     o.kl_estimator, o.measure_kl, o.mask_truncated,
+                     o.kl_estimator, o.kl_in, o.measure_kl, o.mask_truncated,
                      scaled_length(cfg.horizon.tokens, cfg.profile.length_scale))
 
 
@@ -254,6 +272,7 @@ def step_row(step, row, scored, update, seconds, prompt_len, filtered: bool = Fa
         "bwd_out_tokens": update.bwd_out if update else 0, "bwd_full_tokens": update.bwd_full if update else 0,
         "capped": sum(not leaf.finished for leaf in g.leaves()), "seconds": seconds,
         **group_signals(scored), **update_signals(update),
+        **({"kl_penalty": scored.penalty.flatten().tolist()} if scored.penalty is not None else {}),
     }
 
 
@@ -267,7 +286,7 @@ def group_signals(scored) -> dict:
     lengths = [len(leaf.tokens) for leaf in leaves]
     return {"length_mean": sum(lengths) / len(lengths), "length_max": max(lengths),
             "truncated_share": sum(not leaf.finished for leaf in leaves) / len(leaves),
-            "zero_variance": is_homogeneous(scored.rewards.flatten())}
+            "zero_variance": is_homogeneous(scored.credited_rewards.flatten())}
 
 
 def update_signals(update: Update | None) -> dict:
@@ -287,6 +306,7 @@ def rollout_rows(step, row, scored, decode, audit_cut: int, head_cut: int) -> li
     of §3.3 the text of its first `head_cut` tokens (160)."""
     B = scored.rewards.shape[1]
     prefix, cont = scored.credit.prefix.flatten().tolist(), scored.credit.cont.flatten().tolist()
+    penalty = scored.penalty.flatten().tolist() if scored.penalty is not None else None
     return [{
         "step": step, "index": i, "k": i // B, "b": i % B, "question_id": row["id"], "gold": row["answer"],
         "prefix_len": leaf.prefix_len, "length": len(leaf.tokens), "reward": float(r), "correct": float(c),
@@ -295,6 +315,7 @@ def rollout_rows(step, row, scored, decode, audit_cut: int, head_cut: int) -> li
         "audit_prefix_text": decode(leaf.tokens[:audit_cut]) if len(leaf.tokens) > audit_cut else None,
         "tokens": list(leaf.tokens), "head_text": decode(leaf.tokens[:head_cut]),
         "adv_prefix": prefix[i], "adv_cont": cont[i],
+        **({"kl_penalty": penalty[i]} if penalty is not None else {}),
     } for i, (leaf, r, c, text) in enumerate(zip(scored.leaves, scored.rewards.flatten().tolist(),
                                                  scored.correct.flatten().tolist(), scored.texts))]
 

@@ -13,7 +13,7 @@ average of Table 3's `ra_mst_tail50`.
 
 from rlvr_sweep.update.aggregation import AGGREGATIONS, PAPER_AGGREGATION, Normaliser, aggregate
 from rlvr_sweep.update.backward import PAPER_OBJECTIVE, Objective, Signals, backward, sampled_logps
-from rlvr_sweep.update.kl import KL_ESTIMATORS, kl_estimate, token_entropy
+from rlvr_sweep.update.kl import KL_ESTIMATORS, KL_PLACES, kl_estimate, kl_penalty, token_entropy
 from rlvr_sweep.update.losses import LOSS_RECIPES, pack_sequences, policy_loss, token_logprobs
 from rlvr_sweep.update.objectives import OBJECTIVES, Surrogate
 from rlvr_sweep.update.optim import HOMOGENEOUS_STEPS, UpdateOutcome, apply_update, make_adamw
@@ -22,9 +22,9 @@ from rlvr_sweep.update.step import Update, UpdateSettings, mini_batches, update_
 from rlvr_sweep.update.tail_average import TailAverage
 
 __all__ = [
-    "AGGREGATIONS", "HOMOGENEOUS_STEPS", "KL_ESTIMATORS", "LOSS_RECIPES", "Normaliser", "OBJECTIVES",
+    "AGGREGATIONS", "HOMOGENEOUS_STEPS", "KL_ESTIMATORS", "KL_PLACES", "LOSS_RECIPES", "Normaliser", "OBJECTIVES",
     "Objective", "PAPER_AGGREGATION", "PAPER_OBJECTIVE", "ScoredGroup", "Signals", "Surrogate", "TailAverage", "Update",
-    "UpdateOutcome", "UpdateSettings", "aggregate", "apply_update", "backward", "batch_credit", "kl_estimate",
+    "UpdateOutcome", "UpdateSettings", "aggregate", "apply_update", "backward", "batch_credit", "kl_estimate", "kl_penalty",
     "ledger_rows", "make_adamw", "mini_batches", "pack_sequences", "policy_loss", "sampled_logps", "score_group",
     "token_entropy", "token_logprobs", "update_step",
 ]

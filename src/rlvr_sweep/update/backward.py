@@ -38,6 +38,7 @@ class Objective:
     aggregation: str = PAPER_AGGREGATION
     kl_beta: float = 0.0
     kl_estimator: str = "k3"
+    kl_in: str = "loss"  # or "reward": a penalty on each rollout's reward, taken when its group is scored
     measure_kl: bool = False  # measure KL to the reference when it is not in the objective
     mask_truncated: bool = False  # DAPO's overlong filtering: rollouts that hit the cap leave the loss
     max_len: int = 0  # the rollout cap in this profile's tokens (`seq_mean_token_sum_norm`)
@@ -50,7 +51,11 @@ class Objective:
 
     @property
     def kl_in_loss(self) -> bool:
-        return self.kl_beta > 0
+        return self.kl_beta > 0 and self.kl_in == "loss"
+
+    @property
+    def kl_in_reward(self) -> bool:
+        return self.kl_beta > 0 and self.kl_in == "reward"
 
     @property
     def needs_reference(self) -> bool:

@@ -25,6 +25,12 @@ class ScoredGroup:
     rewards: torch.Tensor  # (K, B) possibly gated
     correct: torch.Tensor  # (K, B) ungated correctness
     credit: Credit  # per-leaf prefix / continuation advantages, (K, B) each; activity; a fork group's cf
+    penalty: torch.Tensor | None = None  # (K, B) KL to the reference as a reward penalty (objective.kl_in=reward)
+
+    @property
+    def credited_rewards(self) -> torch.Tensor:
+        """The rewards credit is computed from: the rewards, less the KL penalty where there is one."""
+        return self.rewards if self.penalty is None else self.rewards - self.penalty
 
     @property
     def leaves(self):
@@ -41,17 +47,20 @@ class ScoredGroup:
         return self.credit.cf
 
 
-def score_group(group: RolloutGroup, decode, gold: str, *, reward, estimator) -> ScoredGroup:
+def score_group(group: RolloutGroup, decode, gold: str, *, reward, estimator, penalty=None) -> ScoredGroup:
     """Rewards and credit of one drawn group: `reward(texts, gold, tokens) -> (rewards, correct)` (`tokens`:
     each leaf's completion token ids) and `estimator(rewards (K, B), GroupShape) -> Credit`, both bound from
-    the run's config; `estimator=None` leaves the credit to the update (a batch estimator: `batch_credit`)."""
+    the run's config; `estimator=None` leaves the credit to the update (a batch estimator: `batch_credit`).
+    `penalty(group) -> (K, B)`: KL to the reference as a reward penalty, taken from the rewards credit sees."""
     leaves = group.leaves()
     texts = [decode(leaf.tokens) for leaf in leaves]
     rewards, correct = reward(texts, gold, [list(leaf.tokens) for leaf in leaves])
     shape = (len(group.pairs), len(leaves) // len(group.pairs))
     r = torch.tensor(rewards).view(shape)
-    credit = estimator(r, GroupShape.of(group)) if estimator is not None else _until_the_update(r)
-    return ScoredGroup(group, texts, r, torch.tensor(correct).view(shape), credit)
+    kl = penalty(group).view(shape) if penalty is not None else None
+    credited = r if kl is None else r - kl
+    credit = estimator(credited, GroupShape.of(group)) if estimator is not None else _until_the_update(credited)
+    return ScoredGroup(group, texts, r, torch.tensor(correct).view(shape), credit, kl)
 
 
 def _until_the_update(rewards: torch.Tensor) -> Credit:
@@ -65,7 +74,7 @@ def batch_credit(scored: list[ScoredGroup], estimator, name: str) -> list[Scored
     `estimator([rewards (K, B)], [GroupShape]) -> [advantages (K, B)]`, one advantage per leaf; each group
     stays active exactly when its rewards differ. A result of the wrong number, shape or a non-finite value is
     refused, naming the estimator."""
-    advantages = estimator([s.rewards for s in scored], [GroupShape.of(s.group) for s in scored])
+    advantages = estimator([s.credited_rewards for s in scored], [GroupShape.of(s.group) for s in scored])
     if not isinstance(advantages, (list, tuple)) or len(advantages) != len(scored):
         raise ValueError(f"batch estimator {name!r} returned {type(advantages).__name__} of "
                          f"{len(advantages) if hasattr(advantages, '__len__') else '?'} items for {len(scored)} groups: "
@@ -76,7 +85,7 @@ def batch_credit(scored: list[ScoredGroup], estimator, name: str) -> list[Scored
         if adv.shape != s.rewards.shape or not torch.isfinite(adv).all():
             raise ValueError(f"batch estimator {name!r} returned advantages of shape {tuple(adv.shape)} (finite: "
                              f"{bool(torch.isfinite(adv).all())}) for a group of shape {tuple(s.rewards.shape)}")
-        out.append(dataclasses.replace(s, credit=Credit(adv.clone(), adv, not is_homogeneous(s.rewards.flatten()))))
+        out.append(dataclasses.replace(s, credit=Credit(adv.clone(), adv, not is_homogeneous(s.credited_rewards.flatten()))))
     return out
 
 

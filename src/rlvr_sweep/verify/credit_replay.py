@@ -101,8 +101,12 @@ def replay_run(run_dir, config: dict, steps: pd.DataFrame, rollouts: pd.DataFram
     problems, replayed = [], 0
 
     def rewards_of(step: int) -> torch.Tensor:
-        k = len(pairs_of[step])
-        return torch.tensor(by_step[step]["reward"].astype(float).to_numpy(copy=True), dtype=torch.float32).view(k, -1)
+        """The rewards the step's credit saw: less each rollout's KL penalty where the run took one."""
+        k, rows = len(pairs_of[step]), by_step[step]
+        r = torch.tensor(rows["reward"].astype(float).to_numpy(copy=True), dtype=torch.float32)
+        if "kl_penalty" in rows.columns and rows["kl_penalty"].notna().all():
+            r = r - torch.tensor(rows["kl_penalty"].astype(float).to_numpy(copy=True), dtype=torch.float32)
+        return r.view(k, -1)
 
     def compare(step: int, prefix, cont) -> None:
         rows = by_step[step]

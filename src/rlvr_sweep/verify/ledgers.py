@@ -9,7 +9,8 @@ Per pair (Cap = the run's rollout horizon, `horizon_tokens`):
   takes another token at t*); cf_no_fork: pl0 = pl1 = tau, and a finished root is one leaf duplicated;
   and the pair's (pl, l, r) equal its two rollouts' rows.
 Per step: leaf tokens = sum of rollout lengths = sum over pairs of l0 + l1; the stored rewards are the
-rollouts' in order; `active` means the rewards differ, except on a counterfactual fork step, whose
+rollouts' in order; `active` means the rewards differ (less each rollout's KL penalty, `kl_penalty`, where the
+run took one), except on a counterfactual fork step, whose
 `cf_status` decides it (active iff "active"; "homogeneous" iff the raw rewards are all equal; the
 gates themselves are replayed in PASS 4); untrimmed >= generated, padded >= unpadded prefill;
 backward tokens: an update that ran a backward counts the leaf tokens (bwd_out) and leaf + prompt
@@ -30,6 +31,14 @@ from rlvr_sweep.store import RUN_KEYS
 STEP_KEY = [*RUN_KEYS, "step"]
 TOTALS = ("gen_tokens", "prefill_tokens", "padded_prefill_tokens", "untrimmed_steps", "bwd_out_tokens",
           "bwd_full_tokens", "seconds")
+
+
+def credited(rewards, penalty) -> list[float]:
+    """The rewards a step's credit saw: its rewards, less each rollout's KL penalty where the run took one
+    (`objective.kl_in=reward`), in float32 as the run subtracted them."""
+    if penalty is None or (isinstance(penalty, float) and np.isnan(penalty)):
+        return list(map(float, rewards))
+    return (np.asarray(rewards, dtype=np.float32) - np.asarray(penalty, dtype=np.float32)).tolist()
 
 
 def _where(frame: pd.DataFrame, mask, law: str, limit: int = 5) -> list[str]:
@@ -148,7 +157,8 @@ def step_problems(steps: pd.DataFrame, rollouts: pd.DataFrame, pairs: pd.DataFra
         problems += _where(s, s["ro_len"] != s["leaf_tokens"], "leaf_tokens != sum of rollout lengths")
         same = [isinstance(r, tuple) and tuple(map(float, x)) == r for x, r in zip(s["rewards"], s["ro_rewards"])]
         problems += _where(s, ~np.array(same), "step rewards differ from its rollouts' rewards")
-    differ = s["rewards"].map(lambda r: len(set(map(float, r))) > 1)
+    differ = pd.Series([len(set(credited(r, k))) > 1 for r, k in zip(
+        s["rewards"], s["kl_penalty"] if "kl_penalty" in s.columns else [None] * len(s))], index=s.index)
     status = s["cf_status"] if "cf_status" in s.columns else pd.Series(None, index=s.index, dtype=object)
     fork_step = status.notna()
     active = s["active"].astype(bool)
