@@ -38,6 +38,9 @@ def test_csv_logs_every_step_and_phase(logged_run):
     stored = store.read_table(logged_run["run_dir"], "steps")
     assert [float(r["mean_reward"]) for r in steps] == pytest.approx(stored["mean_reward"].tolist())
     assert all(float(r["lr"]) == 5e-5 for r in steps) and all(float(r["gen_tokens"]) > 0 for r in steps)
+    for column in ("entropy", "length_mean", "truncated_share"):  # the health signals, empty where a step has none
+        logged = [float(r[column]) if r[column] else float("nan") for r in steps]
+        assert logged == pytest.approx(stored[column].astype(float).tolist(), nan_ok=True), column
     accuracy = {(r["phase"], r["benchmark"]): float(r["accuracy"]) for r in rows if r["kind"] == "accuracy"}
     assert accuracy == {(p, "toy_heldout"): logged_run["accuracy"][p]["toy_heldout"] for p in ("base", "trained")}
 

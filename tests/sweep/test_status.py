@@ -236,3 +236,15 @@ def test_two_recorded_jobs_of_one_arm_and_seed_are_two_rows(tmp_path):
     rows = sweep_states(root)
     assert [(r["seed"], r["state"], r["run_dir"].rsplit("/", 1)[-1]) for r in rows] == [
         (1, "finished", "h512_s1_aaaaaaaa"), (1, "queued", "h512_s1_bbbbbbbb"), (1, "queued", "h512_s1_cccccccc")]
+
+
+def test_a_running_runs_detail_shows_its_last_updates_health():
+    """The progress file's health fields (the last update's: `run.train.report_step`) join the detail; a run whose
+    objective has no clip (or that has made no update) shows none."""
+    from rlvr_sweep.sweep.status import PROGRESS_FIELDS, _progress_line
+
+    base = {k: None for k in PROGRESS_FIELDS} | {"phase": "train", "done": 19, "total": 100, "unit": "step",
+                                                 "pid": 7, "host": "vm"}
+    line = _progress_line({**base, "entropy": 0.41234, "kl_ref": 0.00213, "clip_low": 0.01, "clip_high": 0.035})
+    assert line == "train 19/100 step, entropy 0.412, KL 0.0021, clipped 1.0% low / 3.5% high, pid 7 on vm"
+    assert _progress_line({**base, "entropy": 0.5}) == "train 19/100 step, entropy 0.500, pid 7 on vm"

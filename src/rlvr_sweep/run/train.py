@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -24,6 +25,7 @@ from rlvr_sweep.credit import ESTIMATORS, cf_step_fields, is_homogeneous
 from rlvr_sweep.reward import REWARDS, answering, first_box_token, shaped
 from rlvr_sweep.rollout import ENGINES, SAMPLERS, ModelPolicy
 from rlvr_sweep.run.progress import Progress
+from rlvr_sweep.store import beacon
 from rlvr_sweep.update import (
     OBJECTIVES, Objective, Update, UpdateSettings, batch_credit, kl_penalty, ledger_rows, sampled_logps, score_group,
     update_step,
@@ -248,10 +250,16 @@ def report_step(step, row, scored, update, seconds, state, loggers, bar, optimiz
     step_log.info("step %d q=%s reward %.3f %s %s gen %d tok %.0f tok/s %.2fs", step, row["id"], reward,
                   "active" if scored.active else "homog", outcome.action if outcome else "accumulating",
                   group.gen_tokens, tokens_per_s, seconds)
+    health = {k: (None if isinstance(v, float) and math.isnan(v) else float(v))
+              for k, v in {**group_signals(scored), **update_signals(update)}.items()}
     loggers.log_step(step, {"mean_reward": reward, "active": float(scored.active),
                             "grad_norm": outcome.grad_norm if outcome else None,
                             "loss": update.loss if update else float("nan"), "gen_tokens": group.gen_tokens,
-                            "tokens_per_s": tokens_per_s, "seconds": seconds, "lr": optimizer.param_groups[0]["lr"]})
+                            "tokens_per_s": tokens_per_s, "seconds": seconds, "lr": optimizer.param_groups[0]["lr"],
+                            **health})
+    signal = beacon.current()
+    if signal is not None and update is not None:  # what `status` shows of the last update
+        signal.fields.update({k: health[k] for k in BEACON_SIGNALS})
     bar.update(1, group.gen_tokens, reward=f"{reward:.3f}", active=state.active_count)
 
 
@@ -277,6 +285,7 @@ def step_row(step, row, scored, update, seconds, prompt_len, filtered: bool = Fa
 
 
 SIGNALS = ("entropy", "kl_ref", "ratio_mean", "ratio_min", "ratio_max", "clip_low", "clip_high")
+BEACON_SIGNALS = ("entropy", "kl_ref", "clip_low", "clip_high")  # the progress file's (`status`' detail)
 
 
 def group_signals(scored) -> dict:

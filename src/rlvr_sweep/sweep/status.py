@@ -60,7 +60,8 @@ RUN_FIELDS = {"arm": "str", "paper_arm": "label", "horizon": "int", "seed": "int
               "error": "str", "run_hash": "str", "accuracy": "object"}
 PROGRESS_FIELDS = {"pid": "int", "host": "str", "phase": "str", "done": "number", "total": "number", "unit": "str",
                    "last_seconds": "number", "tokens_per_s": "number", "eta_s": "number", "updated_at": "number",
-                   "checkpoint_step": "int"}
+                   "checkpoint_step": "int", "entropy": "number", "kl_ref": "number", "clip_low": "number",
+                   "clip_high": "number"}
 HOLDER_FIELDS = {"pid": "int", "host": "str", "started": "number"}
 
 
@@ -360,6 +361,12 @@ def _progress_line(p: dict) -> str:
         parts.append(f"{p['tokens_per_s']:,.0f} tok/s")
     if p["eta_s"] is not None:
         parts.append(f"ETA {_duration(p['eta_s'])}")
+    if p.get("entropy") is not None:  # the last update's health signals (docs/health.md)
+        parts.append(f"entropy {p['entropy']:.3f}")
+    if p.get("kl_ref") is not None:
+        parts.append(f"KL {p['kl_ref']:.2g}")
+    if p.get("clip_low") is not None and p.get("clip_high") is not None:
+        parts.append(f"clipped {100 * p['clip_low']:.1f}% low / {100 * p['clip_high']:.1f}% high")
     parts.append(f"pid {p['pid']} on {p['host']}")
     if p["updated_at"]:
         parts.append(f"updated {_duration(time.time() - p['updated_at'])} ago")
