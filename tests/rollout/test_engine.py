@@ -336,6 +336,25 @@ def test_margins_match_full_forward(model, eos_for_mixed_stops, temperature):
     assert plain.margins is None and plain.top1 is None and plain.top2 is None
 
 
+@pytest.mark.parametrize("engine", ["reference", "static"])
+def test_recorded_logprobs_are_the_raw_models_and_change_no_draw(model, eos_for_mixed_stops, engine):
+    """Each sampled token's raw log-prob (log-softmax of the logits before temperature and top-p) equals a full
+    forward's; asking for them draws the same tokens from the same generator (no randomness consumed)."""
+    from rlvr_sweep.rollout import static_engine
+
+    fn = generate if engine == "reference" else static_engine.generate
+    kw = dict(max_new_tokens=MAX_NEW, eos_id=eos_for_mixed_stops, pad_id=PAD, temperature=0.8, top_p=0.9)
+    out = fn(model, PROMPTS, generator=torch.Generator().manual_seed(3), record_logprobs=True, **kw)
+    plain = fn(model, PROMPTS, generator=torch.Generator().manual_seed(3), **kw)
+    assert out.tokens == plain.tokens and plain.logprobs is None
+    for prompt, toks, logprobs in zip(PROMPTS, out.tokens, out.logprobs):
+        assert len(logprobs) == len(toks)
+        ref = torch.log_softmax(_full_forward_logits(model, prompt, toks), -1).gather(-1, torch.tensor(toks)[:, None])
+        torch.testing.assert_close(torch.tensor(logprobs), ref.squeeze(-1), atol=1e-4, rtol=0)
+    if engine == "static":
+        static_engine.release(model)
+
+
 def test_margin_fields_on_empty_calls(model):
     kw = dict(eos_id=None, pad_id=PAD, temperature=0, top_p=1.0, record_margins=True)
     empty = generate(model, [], max_new_tokens=4, **kw)

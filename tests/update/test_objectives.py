@@ -370,3 +370,42 @@ def test_masked_truncated_rollouts_leave_the_loss_and_its_token_count():
     want = grads_after(plain, only)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, atol=1e-7, rtol=1e-5)
+
+
+def test_the_engine_trainer_gap_by_hand():
+    """Trainer minus engine log-probs (0.05, 0.2, -0.2) and a masked 9: |gap| mean 0.15, max 0.2; ratios
+    exp(0.05) = 1.051 inside [0.9, 1.1], exp(0.2) = 1.221 and exp(-0.2) = 0.819 outside: 2 of 3. Measured in the
+    first pass only."""
+    from rlvr_sweep.update import Signals
+
+    signals = Signals()
+    engine = torch.zeros(1, 4)
+    trainer = torch.tensor([[0.05, 0.2, -0.2, 9.0]])
+    mask = torch.tensor([[True, True, True, False]])
+    signals.observe_gap(mask, trainer, engine)
+    signals.first_pass = False
+    signals.observe_gap(mask, trainer + 5, engine)
+    row = signals.row()
+    assert row["logp_gap_mean"] == pytest.approx(0.15) and row["logp_gap_max"] == pytest.approx(0.2)
+    assert row["logp_gap_outside"] == pytest.approx(2 / 3)
+
+
+def test_a_flat_groups_engine_log_probs_meet_the_trainers_recompute():
+    """A real flat group drawn with the reference engine on a random model: the first pass's recompute agrees with
+    what the engine recorded to float32 rounding (CPU, the same weights); a tree leaf (no engine log-probs) adds none."""
+    from rlvr_sweep.rollout import ModelPolicy, flat
+    from rlvr_sweep.update import Signals, score_group
+
+    model = make_random_qwen3(seed=2)
+    policy = type("P", (), {"model": model, "eos_id": PAD, "pad_id": PAD, "tokenizer": None})()
+    sampling = ModelPolicy(policy, temperature=0.8, top_p=0.9, generator=torch.Generator().manual_seed(1),
+                           record_logprobs=True)
+    group = flat(sampling, PROMPT, horizon=12, K=4, B=2)
+    assert all(leaf.logprobs is not None and len(leaf.logprobs) == len(leaf.tokens) for leaf in group.leaves())
+    scored = score_group(group, lambda ids: "", "1", reward=lambda texts, gold, tokens: ([1.0, 0.0] * 4, [1.0, 0.0] * 4),
+                         estimator=lambda r, shape: Credit(r - r.mean(), r - r.mean(), True))
+    signals = Signals()
+    backward(model, PROMPT, scored, pad_id=PAD, recipe="scale_then_sum", micro_batch=3, device="cpu", signals=signals)
+    row = signals.row()
+    assert signals.gap_tokens == sum(len(leaf.tokens) for leaf in group.leaves())
+    assert row["logp_gap_max"] < 1e-4 and row["logp_gap_outside"] == 0.0

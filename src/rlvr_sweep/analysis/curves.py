@@ -1,7 +1,8 @@
 """Training curves (seed paper §5.1's per-step ledgers, drawn): mean reward, active fraction, mean rollout
 length and rollouts at the horizon per step; and the health signals that judge an objective (`HEALTH`: policy
 entropy, KL to the initial policy, clip fractions, the importance ratio's range, groups with zero reward
-variance, rollouts cut at the cap), each recorded on the step that made an update (docs/health.md).
+variance, rollouts cut at the cap, the gap between the decode engine's and the trainer's log-probs), each
+recorded on the step that made an update (docs/health.md).
 
 - One figure per arm (`draw_curves`), four panels each on its own y-scale.
 - One overlay figure per metric (`draw_overlay`): every arm on one shared axis, each in its colour and
@@ -36,7 +37,9 @@ CURVES = (("mean_reward", "mean reward"), ("active", "active fraction"), ("lengt
 HEALTH = (("entropy", "policy entropy (nats per token)"), ("kl_ref", "KL to the initial policy (k3, per token)"),
           ("clip_low", "tokens clipped at 1 - eps (A < 0)"), ("clip_high", "tokens clipped at 1 + eps (A > 0)"),
           ("ratio_max", "importance ratio, max"), ("ratio_min", "importance ratio, min"),
-          ("zero_variance", "groups with zero reward variance"), ("truncated_share", "rollouts cut at the cap"))
+          ("zero_variance", "groups with zero reward variance"), ("truncated_share", "rollouts cut at the cap"),
+          ("logp_gap_mean", "engine vs trainer log-prob gap, mean |gap|"),
+          ("logp_gap_outside", "tokens whose engine / trainer ratio leaves [0.9, 1.1]"))
 TITLES = dict((*CURVES, *HEALTH))
 BAND_ALPHA = 0.25  # one arm's band; in the overlay, where bands of many arms cross, a lighter one
 OVERLAY_BAND_ALPHA = 0.12

@@ -76,6 +76,9 @@ class Generation:
     untrimmed_steps: int
     top1: list[list[int]] | None = None
     top2: list[list[int]] | None = None
+    # (only with ``record_logprobs``) the raw model's log-probability (the logits' log-softmax before temperature
+    # and top-p, in float32) of the token sampled at each step: what the trainer's recompute is held against
+    logprobs: list[list[float]] | None = None
 
 
 def _is_greedy(temperature: float | None) -> bool:
@@ -165,6 +168,7 @@ def generate(
     top_p: float | None,
     generator: torch.Generator | None = None,
     record_margins: bool = False,
+    record_logprobs: bool = False,
 ) -> Generation:
     """Generate completions for ``prompts`` (lists of token ids) in one left-padded batch.
 
@@ -177,7 +181,8 @@ def generate(
 
     ``record_margins`` adds, per generated step, the raw top-1 minus top-2 logit margin and the two
     ids (``Generation.margins`` / ``top1`` / ``top2``): one ``topk(2)`` per step, read back once at the
-    end, no extra device sync; off by default, and then nothing of it is computed.
+    end, no extra device sync; off by default, and then nothing of it is computed. ``record_logprobs`` adds
+    each sampled token's raw log-probability (``Generation.logprobs``: one logsumexp per step).
 
     ``generator`` (on the model's device) drives sampling; greedy decoding consumes no randomness.
     With an EOS id the loop reads one boolean back from the device per step (the all-finished check).
@@ -240,7 +245,7 @@ def generate(
             logits = out.logits[:, -1, :]
             del out
 
-            record = DecodeRecord(batch, max_new_tokens, eos_id, pad_id, record_margins, device)
+            record = DecodeRecord(batch, max_new_tokens, eos_id, pad_id, record_margins, device, record_logprobs)
             while True:
                 nxt = record.emit(logits, temperature, top_p, generator)
                 if record.steps == max_new_tokens or record.all_finished():
@@ -283,8 +288,10 @@ class DecodeRecord:
     ``eos_id`` None or negative: no row ever stops early. Both engines fill one through :meth:`emit`."""
 
     def __init__(self, batch: int, max_new_tokens: int, eos_id: int | None, pad_id: int, record_margins: bool,
-                 device) -> None:
+                 device, record_logprobs: bool = False) -> None:
         self.tokens = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
+        self.logprobs = torch.empty((batch, max_new_tokens), dtype=torch.float32, device=device) \
+            if record_logprobs else None
         self.margins = self.top2 = None
         if record_margins:
             self.margins = torch.empty((batch, max_new_tokens), dtype=torch.float32, device=device)
@@ -305,6 +312,9 @@ class DecodeRecord:
             self.top2[:, t] = best2.indices
         nxt = sample_next_token(logits, temperature, top_p, generator).masked_fill(self.finished, self.pad_id)
         self.tokens[:, t] = nxt
+        if self.logprobs is not None:  # log softmax(raw logits)[token] = logit - logsumexp, in float32
+            raw = logits.float()
+            self.logprobs[:, t] = raw.gather(-1, nxt[:, None]).squeeze(-1) - torch.logsumexp(raw, dim=-1)
         self.steps = t + 1
         if self.eos_id is not None:
             self.finished |= nxt == self.eos_id
@@ -326,6 +336,7 @@ class DecodeRecord:
         rows = gen.tolist()
         margin_rows = self.margins[:, :steps].tolist() if self.margins is not None else None
         top_rows = self.top2[:, :steps].tolist() if self.top2 is not None else None
+        logprob_rows = self.logprobs[:, :steps].tolist() if self.logprobs is not None else None
         return Generation(
             tokens=[row[:n] for row, n in zip(rows, lengths)],
             lengths=lengths,
@@ -337,4 +348,5 @@ class DecodeRecord:
             untrimmed_steps=batch * steps,
             top1=[[a for a, _ in row[:n]] for row, n in zip(top_rows, lengths)] if top_rows is not None else None,
             top2=[[b for _, b in row[:n]] for row, n in zip(top_rows, lengths)] if top_rows is not None else None,
+            logprobs=[row[:n] for row, n in zip(logprob_rows, lengths)] if logprob_rows is not None else None,
         )

@@ -56,8 +56,10 @@ class ModelPolicy:
     """
 
     def __init__(self, policy, temperature: float | None, top_p: float | None,
-                 generator: torch.Generator | None = None, generate_fn=generate):
+                 generator: torch.Generator | None = None, generate_fn=generate, record_logprobs: bool = False):
         self.policy = policy
+        # ask the engine for each sampled token's raw log-probability (the engine-trainer gap of the health signals)
+        self.record_logprobs = record_logprobs
         self.temperature = temperature
         self.top_p = top_p
         self.generator = generator
@@ -83,6 +85,7 @@ class ModelPolicy:
             self.policy.model, prompts, max_new_tokens=max_new_tokens, eos_id=self.policy.eos_id,
             pad_id=self.policy.pad_id, temperature=self.temperature, top_p=self.top_p,
             generator=self.generator, record_margins=record_margins,
+            **({"record_logprobs": True} if self.record_logprobs else {}),
         )
 
 

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from rlvr_sweep.config.options import Option, Registry
 from rlvr_sweep.config.categories import CATEGORIES
@@ -71,6 +71,8 @@ class Leaf:
     tokens: list[int]
     prefix_len: int
     finished: bool  # ended on EOS (False: hit the horizon)
+    # the engine's raw log-probability of each token as it sampled it (flat groups of an engine that records it)
+    logprobs: list[float] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -260,7 +262,8 @@ def flat(policy, prompt: list[int], *, horizon: int, K: int = 4, B: int = 2, t_m
     pairs = []
     for k in range(K):
         rows = range(k * B, (k + 1) * B)
-        leaves = [Leaf(list(out.tokens[i]), 0, bool(out.finished[i])) for i in rows]
+        leaves = [Leaf(list(out.tokens[i]), 0, bool(out.finished[i]),
+                       list(out.logprobs[i]) if getattr(out, "logprobs", None) else None) for i in rows]
         pairs.append(Pair(k, "flat", leaves, 0, sum(len(leaf.tokens) for leaf in leaves), 0))
     return ledger.group(pairs)
 

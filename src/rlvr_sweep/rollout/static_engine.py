@@ -114,6 +114,7 @@ def generate(
     top_p: float | None,
     generator: torch.Generator | None = None,
     record_margins: bool = False,
+    record_logprobs: bool = False,
 ) -> Generation:
     """Same contract as :func:`rlvr_sweep.rollout.engine.generate` (read its docstring); faster.
 
@@ -152,7 +153,7 @@ def generate(
             write_pos = torch.full((rows,), max_len, dtype=torch.long, device=device)
             del pre
 
-            record = DecodeRecord(batch, max_new_tokens, eos_id, pad_id, record_margins, device)
+            record = DecodeRecord(batch, max_new_tokens, eos_id, pad_id, record_margins, device, record_logprobs)
             check_every = session.check_every
             while True:
                 nxt = record.emit(logits, temperature, top_p, generator)

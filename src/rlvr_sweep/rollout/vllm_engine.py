@@ -96,10 +96,11 @@ class VllmEngine:
 
     def generate(self, prompts: list[list[int]], *, max_new_tokens: int, eos_id: int | None, pad_id: int,
                  temperature: float | None, top_p: float | None, generator: torch.Generator | None = None,
-                 record_margins: bool = False) -> Generation:
+                 record_margins: bool = False, record_logprobs: bool = False) -> Generation:
         from vllm import SamplingParams
 
         del pad_id  # vLLM never pads
+        del record_logprobs  # not recorded from vLLM (its logprobs modes differ by version): no engine-trainer gap
         done = nothing_to_decode(prompts, max_new_tokens, record_margins, padded=False)
         if done is not None:
             return done
@@ -180,6 +181,7 @@ def generate(
     top_p: float | None,
     generator: torch.Generator | None = None,
     record_margins: bool = False,
+    record_logprobs: bool = False,
 ) -> Generation:
     """`engine.generate`'s contract on vLLM; pushes the weights first when they changed."""
     engine = engine_for(model)

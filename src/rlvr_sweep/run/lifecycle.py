@@ -34,7 +34,7 @@ from rlvr_sweep.policy import load_policy
 from rlvr_sweep.reward import get_grader, grading
 from rlvr_sweep.rollout import static_engine, vllm_engine
 from rlvr_sweep.run import checkpoint, readouts, train
-from rlvr_sweep.run.memory import size_words
+from rlvr_sweep.run.memory import needs_reference, size_words
 from rlvr_sweep.run.plan import Plan, data_canonical, plan
 from rlvr_sweep.run.loggers import check_loggers, open_loggers
 from rlvr_sweep.run.progress import Progress
@@ -296,7 +296,7 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
     t = cfg.train
     params = [p for p in policy.model.parameters() if p.requires_grad]
     reference = None
-    if train.bound_objective(cfg).needs_reference:  # the initial weights: copied before a resume restores any
+    if needs_reference(cfg.objective):  # the initial weights: copied before a resume restores any
         reference = frozen_copy(policy.model)
         size = sum(p.numel() * p.element_size() for p in reference.parameters())
         log.info("keeping a frozen copy of the initial weights as the KL reference: %s", size_words(size))

@@ -25,7 +25,7 @@ from pathlib import Path
 STEP_METRICS = ("mean_reward", "active", "grad_norm", "loss", "gen_tokens", "tokens_per_s", "seconds", "lr",
                 # the health signals (docs/health.md): None where the step has none
                 "entropy", "kl_ref", "clip_low", "clip_high", "ratio_mean", "ratio_max", "length_mean",
-                "truncated_share")
+                "truncated_share", "logp_gap_max", "logp_gap_outside")
 CSV_FIELDS = ("kind", "step", "phase", "benchmark", "accuracy", *STEP_METRICS)
 
 

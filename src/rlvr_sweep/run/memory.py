@@ -13,6 +13,11 @@ from pathlib import Path
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
+def needs_reference(objective) -> bool:
+    """An objective's settings (`config.ObjectiveConfig`) keep the initial weights: KL in it, or measured."""
+    return objective.kl_beta > 0 or objective.measure_kl
+
+
 def parameter_count(folder: Path) -> int | None:
     """The parameters in a model folder's `*.safetensors` files, from their headers; None without any."""
     from safetensors import safe_open

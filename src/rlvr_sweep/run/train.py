@@ -19,11 +19,14 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from dataclasses import dataclass, field
 
-from rlvr_sweep import data, store
+from rlvr_sweep import data
 from rlvr_sweep.config import Config, scaled_length
-from rlvr_sweep.credit import ESTIMATORS, cf_step_fields, is_homogeneous
-from rlvr_sweep.reward import REWARDS, answering, first_box_token, shaped
+from rlvr_sweep.credit import ESTIMATORS
+from rlvr_sweep.reward import REWARDS, answering, shaped
 from rlvr_sweep.rollout import ENGINES, SAMPLERS, ModelPolicy
+from rlvr_sweep.run.ledger import (  # noqa: F401  (write_ledger, totals: re-exported for the run's lifecycle)
+    credit_rows, group_signals, rollout_rows, step_row, totals, update_signals, write_ledger,
+)
 from rlvr_sweep.run.progress import Progress
 from rlvr_sweep.store import beacon
 from rlvr_sweep.update import (
@@ -35,6 +38,8 @@ log = logging.getLogger(__name__)
 # one line per step, for the run's own logs/run.log only (the console gets the progress bar)
 step_log = logging.getLogger("rlvr_sweep.steps")
 step_log.propagate = False
+BEACON_SIGNALS = ("entropy", "kl_ref", "clip_low", "clip_high")  # the progress file's (`status`' detail)
+LOGPROB_ENGINES = ("reference", "static", "auto")  # the engines that record each sampled token's raw log-prob
 AUDIT_PREFIX_TOKENS = 512  # §5.4 gt512_prefix_audit: what the first 512 tokens of a longer rollout hold
 SURFACE_HEAD_TOKENS = 160  # §3.3 surface-token divergence: equations in the first 160 tokens
 
@@ -118,7 +123,7 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
     answers = answering(task, cfg.grader.name)
     grade = task.grade or grade
     sampling = ModelPolicy(policy, temperature=sc.temperature, top_p=sc.top_p, generator=generator,
-                           generate_fn=ENGINES[cfg.model.engine].fn)
+                           generate_fn=ENGINES[cfg.model.engine].fn, record_logprobs=cfg.model.engine in LOGPROB_ENGINES)
     sampler, flat = SAMPLERS[sc.name].bind(sc, scale), SAMPLERS["flat"].bind(sc, scale)
     reward = bound_reward(cfg, grade, answers.extract_reward)
     chosen_estimator = ESTIMATORS[cfg.estimator.name]
@@ -263,89 +268,6 @@ def report_step(step, row, scored, update, seconds, state, loggers, bar, optimiz
     bar.update(1, group.gen_tokens, reward=f"{reward:.3f}", active=state.active_count)
 
 
-def step_row(step, row, scored, update, seconds, prompt_len, filtered: bool = False) -> dict:
-    g, outcome = scored.group, update.outcome if update else None
-    action = outcome.action if outcome else "filtered" if filtered else "accumulated"
-    fork = cf_step_fields(scored.cf) if scored.cf is not None else {}  # b0_pass, gated / skipped, M_tot
-    return {**fork,
-        "step": step, "question_id": row["id"], "rewards": scored.rewards.flatten().tolist(),
-        "mean_reward": float(scored.rewards.mean()), "correct": scored.correct.flatten().tolist(),
-        "active": scored.active, "std": float(scored.rewards.flatten().std()),
-        "update": outcome is not None, "action": action,
-        "grad_norm": outcome.grad_norm if outcome else float("nan"),
-        "loss": update.loss if update else float("nan"),
-        "gen_tokens": g.gen_tokens, "prefill_tokens": g.prefill_tokens,
-        "padded_prefill_tokens": g.padded_prefill_tokens, "untrimmed_steps": g.untrimmed_steps,
-        "leaf_tokens": sum(len(leaf.tokens) for leaf in g.leaves()), "prompt_tokens": prompt_len,
-        "bwd_out_tokens": update.bwd_out if update else 0, "bwd_full_tokens": update.bwd_full if update else 0,
-        "capped": sum(not leaf.finished for leaf in g.leaves()), "seconds": seconds,
-        **group_signals(scored), **update_signals(update),
-        **({"kl_penalty": scored.penalty.flatten().tolist()} if scored.penalty is not None else {}),
-    }
-
-
-SIGNALS = ("entropy", "kl_ref", "ratio_mean", "ratio_min", "ratio_max", "clip_low", "clip_high")
-BEACON_SIGNALS = ("entropy", "kl_ref", "clip_low", "clip_high")  # the progress file's (`status`' detail)
-
-
-def group_signals(scored) -> dict:
-    """The step's group: response length mean, max and the share cut at the cap, and whether its rewards have
-    zero variance (averaged over steps, the share of such groups) (health signals)."""
-    leaves = scored.leaves
-    lengths = [len(leaf.tokens) for leaf in leaves]
-    return {"length_mean": sum(lengths) / len(lengths), "length_max": max(lengths),
-            "truncated_share": sum(not leaf.finished for leaf in leaves) / len(leaves),
-            "zero_variance": is_homogeneous(scored.credited_rewards.flatten())}
-
-
-def update_signals(update: Update | None) -> dict:
-    """The update's health signals (`update.Signals`) and optimizer steps, on the step that made it (NaN, 0
-    elsewhere)."""
-    values = update.signals if update else {}
-    return {"optimizer_steps": update.optimizer_steps if update else 0,
-            **{k: values.get(k, float("nan")) for k in SIGNALS}}
-
-
-def rollout_rows(step, row, scored, decode, audit_cut: int, head_cut: int) -> list[dict]:
-    """One row per rollout, its token ids included, and its credit: `adv_prefix` on its prefix tokens and
-    `adv_cont` on the rest (equal for leaf credit; a batch estimator's are filled in at its update:
-    `credit_rows`), which `verify` re-derives from the stored rewards. For the paper's >512-token prefix
-    audit (§5.4) each row also keeps where its first `\\boxed` starts and, when it is longer than `audit_cut`
-    tokens, the text of its first `audit_cut` tokens (512 in paper units); for the surface-token divergence
-    of §3.3 the text of its first `head_cut` tokens (160)."""
-    B = scored.rewards.shape[1]
-    prefix, cont = scored.credit.prefix.flatten().tolist(), scored.credit.cont.flatten().tolist()
-    penalty = scored.penalty.flatten().tolist() if scored.penalty is not None else None
-    return [{
-        "step": step, "index": i, "k": i // B, "b": i % B, "question_id": row["id"], "gold": row["answer"],
-        "prefix_len": leaf.prefix_len, "length": len(leaf.tokens), "reward": float(r), "correct": float(c),
-        "finished": leaf.finished, "capped": not leaf.finished, "text": text,
-        "first_box_token": first_box_token(leaf.tokens, decode),
-        "audit_prefix_text": decode(leaf.tokens[:audit_cut]) if len(leaf.tokens) > audit_cut else None,
-        "tokens": list(leaf.tokens), "head_text": decode(leaf.tokens[:head_cut]),
-        "adv_prefix": prefix[i], "adv_cont": cont[i],
-        **({"kl_penalty": penalty[i]} if penalty is not None else {}),
-    } for i, (leaf, r, c, text) in enumerate(zip(scored.leaves, scored.rewards.flatten().tolist(),
-                                                 scored.correct.flatten().tolist(), scored.texts))]
-
-
-def credit_rows(rows: list[dict], credited: list) -> None:
-    """Write the credit a batch estimator gave at the update into the rollout rows of its questions (`rows`, in
-    order; a filtered question's rows are not among them)."""
-    values = [(p, c) for s in credited for p, c in zip(s.credit.prefix.flatten().tolist(),
-                                                      s.credit.cont.flatten().tolist())]
-    if len(values) != len(rows):
-        raise ValueError(f"{len(rows)} rollout rows await the credit of {len(values)} rollouts")
-    for row, (p, c) in zip(rows, values):
-        row["adv_prefix"], row["adv_cont"] = p, c
-
-
-def write_ledger(run_dir, state: TrainState, keys: dict) -> None:
-    store.write_table(run_dir, "steps", state.steps, keys)
-    store.write_table(run_dir, "rollouts", state.rollouts, keys)
-    store.write_table(run_dir, "pairs", state.pairs, keys)
-
-
 def scaled_lengths(cfg: Config) -> dict:
     """Every paper length budget in this profile's units (profile.length_scale)."""
     scale, sc = cfg.profile.length_scale, cfg.sampler
@@ -360,10 +282,3 @@ def scaled_lengths(cfg: Config) -> dict:
         "surface_head": scaled_length(SURFACE_HEAD_TOKENS, scale),
         "overlong_buffer": None if cfg.reward.overlong_buffer is None else scaled_length(cfg.reward.overlong_buffer, scale),
     }
-
-
-def totals(steps: list[dict]) -> dict:
-    keys = ("gen_tokens", "prefill_tokens", "padded_prefill_tokens", "untrimmed_steps", "bwd_out_tokens", "bwd_full_tokens", "seconds")
-    totals = {k: sum(s[k] for s in steps) for k in keys}
-    totals.update(steps=len(steps), active_steps=sum(s["active"] for s in steps))
-    return totals

@@ -115,8 +115,7 @@ def check_sweep(conf_dir: str, overrides: list[str], record: bool = True, notes:
     beyond the paper's recipe is named in (`run.memory`), one line per kind."""
     from rlvr_sweep.run import plan
     from rlvr_sweep.run.loggers import check_loggers
-    from rlvr_sweep.run.memory import reference_note
-    from rlvr_sweep.run.train import bound_objective
+    from rlvr_sweep.run.memory import needs_reference, reference_note
     from rlvr_sweep.store import is_finished
 
     references: dict[str, int] = {}
@@ -125,7 +124,7 @@ def check_sweep(conf_dir: str, overrides: list[str], record: bool = True, notes:
         check_loggers(cfg.logger)
         if not is_finished(run_dir):  # a finished run was checked when it ran
             planned = plan(cfg)
-            if bound_objective(cfg).needs_reference:
+            if needs_reference(cfg.objective):
                 note = reference_note(cfg.model.dtype, planned.model_folder)
                 references[note] = references.get(note, 0) + 1
 

@@ -58,7 +58,7 @@ class Objective:
         return self.kl_beta > 0 and self.kl_in == "reward"
 
     @property
-    def needs_reference(self) -> bool:
+    def needs_reference(self) -> bool:  # the rule of `run.memory.needs_reference`, on the bound objective
         return self.kl_beta > 0 or self.measure_kl
 
     @property
@@ -69,6 +69,7 @@ class Objective:
 
 PAPER_OBJECTIVE = Objective()
 KL_SIGNAL = "k3"  # the KL to the reference a run records, whichever estimator its loss uses
+GAP_BAND = 0.1  # an engine-trainer ratio outside [0.9, 1.1] is counted (what TRL's and verl's guards flag)
 
 
 @dataclass
@@ -86,6 +87,10 @@ class Signals:
     ratio_max: float = -math.inf
     clipped_low: int = 0
     clipped_high: int = 0
+    gap_tokens: int = 0  # the engine's log-probs against the trainer's (first pass, flat groups)
+    gap_abs_sum: float = 0.0
+    gap_max: float = 0.0
+    gap_outside: int = 0
     first_pass: bool = field(default=True, repr=False)
 
     def observe(self, mask, entropy=None, kl=None, ratio=None, low=None, high=None) -> None:
@@ -104,6 +109,19 @@ class Signals:
             self.clipped_low += int((low & mask).sum()) if low is not None else 0  # an objective without a clip
             self.clipped_high += int((high & mask).sum()) if high is not None else 0
 
+    def observe_gap(self, mask, trainer: torch.Tensor, engine: torch.Tensor) -> None:
+        """The engine's raw log-prob of each sampled token against the trainer's recompute (first pass only):
+        |gap|, and the tokens whose ratio exp(trainer - engine) leaves [1 - GAP_BAND, 1 + GAP_BAND]."""
+        if not self.first_pass:
+            return
+        gap = (trainer - engine)[mask]
+        if not gap.numel():
+            return
+        self.gap_tokens += gap.numel()
+        self.gap_abs_sum += float(gap.abs().sum())
+        self.gap_max = max(self.gap_max, float(gap.abs().max()))
+        self.gap_outside += int(((gap.exp() - 1).abs() > GAP_BAND).sum())
+
     def row(self) -> dict:
         """The step ledger's columns (NaN where nothing was measured)."""
         nan = math.nan
@@ -112,7 +130,10 @@ class Signals:
                 "kl_ref": self.kl_sum / self.kl_tokens if self.kl_tokens else nan,
                 "ratio_mean": self.ratio_sum / r if r else nan, "ratio_min": self.ratio_min if r else nan,
                 "ratio_max": self.ratio_max if r else nan, "clip_low": self.clipped_low / r if r else nan,
-                "clip_high": self.clipped_high / r if r else nan}
+                "clip_high": self.clipped_high / r if r else nan,
+                "logp_gap_mean": self.gap_abs_sum / self.gap_tokens if self.gap_tokens else nan,
+                "logp_gap_max": self.gap_max if self.gap_tokens else nan,
+                "logp_gap_outside": self.gap_outside / self.gap_tokens if self.gap_tokens else nan}
 
 
 def in_loss(scored, objective: Objective) -> list[bool]:
@@ -190,6 +211,9 @@ def backward(model, prompt: list[int], scored, *, pad_id: int, recipe: str, micr
             kl = kl_estimate(logps.detach(), ref[rows, :width].to(device), KL_SIGNAL)
         if scored.cf is not None and scored.cf.hinge:
             loss = loss + _hinge(scored, logps, rows, hinge_margin, n)
+        engine = [every[i].logprobs for i in rows]
+        if signals is not None and all(e is not None for e in engine):
+            signals.observe_gap(mask, logps.detach(), _padded(engine, width, logps))
         if signals is not None:
             s = surrogate
             signals.observe(mask, entropy, kl, *((s.ratio, s.clipped_low, s.clipped_high)
@@ -198,6 +222,14 @@ def backward(model, prompt: list[int], scored, *, pad_id: int, recipe: str, micr
         total += float(loss.detach())
     out_tokens = int(lengths[index].sum())
     return total, out_tokens, out_tokens + len(prompt) * len(index)
+
+
+def _padded(rows: list[list[float]], width: int, like: torch.Tensor) -> torch.Tensor:
+    """(N, width) from ragged per-token values (0 past each row's end)."""
+    out = torch.zeros(len(rows), width, dtype=like.dtype)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row[:width], dtype=like.dtype)
+    return out.to(like.device)
 
 
 def _hinge(scored, logps: torch.Tensor, rows: list[int], margin: float, group_size: int) -> torch.Tensor:
