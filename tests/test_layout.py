@@ -108,3 +108,29 @@ def test_a_training_run_imports_neither_the_analysis_stage_nor_matplotlib():
             "if m.startswith(('matplotlib', 'rlvr_sweep.analysis'))}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_no_module_imports_itself_through_others():
+    """No import circle among the package's modules (a package's `__init__` re-exports aside), function-level
+    imports included: seen, `sweep.cli` <-> `sweep.status_cli` and `policy.architecture` -> `loading` -> `source`."""
+    modules = {module: (path, package) for path, module, package in source_files() if path.name != "__init__.py"}
+    graph = {m: {n for n in imported_modules(path, package) if n in modules and n != m}
+             for m, (path, package) in modules.items()}
+    circles, done = [], set()
+    for start in graph:  # a circle through `start`: the modules it reaches that reach it back
+        reach = _reached(graph, start)
+        if start in reach and start not in done:
+            circle = sorted(m for m in reach if start in _reached(graph, m))
+            done |= set(circle)
+            circles.append(" -> ".join(circle))
+    assert not circles, "import circles:\n" + "\n".join(circles)
+
+
+def _reached(graph: dict, start: str) -> set:
+    reach, todo = set(), [start]
+    while todo:
+        for nxt in graph[todo.pop()]:
+            if nxt not in reach:
+                reach.add(nxt)
+                todo.append(nxt)
+    return reach

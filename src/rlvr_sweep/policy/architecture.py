@@ -117,13 +117,3 @@ def _eos_problems(folder: Path, expected: Expected) -> list[str]:
         return [f"the tokenizer's EOS is {eos!r} (id {next((i for i, c in ids.items() if c == eos), None)}), "
                 f"expected {expected.eos_token!r} = {expected.eos_id}"]
     return []
-
-
-def fetch_model(out, hub_id: str = QWEN3_0_6B_BASE.hub_id) -> Path:
-    """Download `hub_id` into the folder `out` (`huggingface_hub.snapshot_download`; the same as
-    `hf download <hub_id> --local-dir <out>`), without the files a run never reads."""
-    from huggingface_hub import snapshot_download
-
-    from rlvr_sweep.policy.loading import HUB_IGNORED
-
-    return Path(snapshot_download(hub_id, local_dir=str(out), ignore_patterns=HUB_IGNORED))

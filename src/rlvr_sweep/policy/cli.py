@@ -14,7 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from rlvr_sweep.policy.architecture import EXPECTED, QWEN3_0_6B_BASE, check_architecture, fetch_model
+from rlvr_sweep.policy.architecture import EXPECTED, QWEN3_0_6B_BASE, check_architecture
+from rlvr_sweep.policy.source import fetch_model
 
 
 def _parser() -> argparse.ArgumentParser:

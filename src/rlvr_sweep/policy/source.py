@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from rlvr_sweep.config import ModelConfig
+from rlvr_sweep.policy.architecture import QWEN3_0_6B_BASE
 
 HUB_PROBE_TIMEOUT_S = 3.0
 
@@ -82,8 +83,6 @@ def _model_folder(path: str, hub_id: str | None = None) -> Path:
 
 def _fetch_into(path: str, hub_id: str | None) -> str:
     """How to put the model where `model.path` points: the config's hub model, else the paper's."""
-    from rlvr_sweep.policy.architecture import QWEN3_0_6B_BASE
-
     option = "" if hub_id in (None, QWEN3_0_6B_BASE.hub_id) else f" --hub-id {shlex.quote(hub_id)}"
     command = f"`python -m rlvr_sweep.policy fetch-model --out {shlex.quote(path)}{option}`"
     what = f"Download {hub_id} into it" if hub_id else "For the paper's model, download it there"
@@ -130,3 +129,11 @@ def _hub_reachable() -> bool:
             return True
     except OSError:
         return False
+
+
+def fetch_model(out, hub_id: str = QWEN3_0_6B_BASE.hub_id) -> Path:
+    """Download `hub_id` into the folder `out` (`huggingface_hub.snapshot_download`; the same as
+    `hf download <hub_id> --local-dir <out>`), without the files a run never reads."""
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(hub_id, local_dir=str(out), ignore_patterns=HUB_IGNORED))

@@ -14,7 +14,6 @@ from rlvr_sweep.credit import cf_step_fields, is_homogeneous
 from rlvr_sweep.reward import first_box_token
 
 if TYPE_CHECKING:
-    from rlvr_sweep.run.train import TrainState
     from rlvr_sweep.update import Update
 
 
@@ -95,7 +94,8 @@ def credit_rows(rows: list[dict], credited: list) -> None:
         row["adv_prefix"], row["adv_cont"] = p, c
 
 
-def write_ledger(run_dir, state: TrainState, keys: dict) -> None:
+def write_ledger(run_dir, state, keys: dict) -> None:
+    """The ledgers so far (`state`: the loop's `run.train.TrainState`) as the run folder's three tables."""
     store.write_table(run_dir, "steps", state.steps, keys)
     store.write_table(run_dir, "rollouts", state.rollouts, keys)
     store.write_table(run_dir, "pairs", state.pairs, keys)

@@ -1,16 +1,12 @@
 """Command line of `python -m rlvr_sweep`: Hydra, made to accept the line as a user types it.
 
 Stock Hydra 1.3 rejects the design card's call `+arm=stopped_tree horizon=1024 -m seed=42,101,7`
-twice: argparse stops at overrides placed after `-m`, and `horizon=1024` reaches a config-group
-override as an int. `normalize_overrides` fixes both before Hydra parses the line: `-m` /
-`--multirun` may stand anywhere, and a bare-number choice of a numerically named group is quoted
-(`horizon=1024` -> `horizon='1024'`, `horizon=512,1024` -> `horizon='512','1024'`).
+twice; `sweep.command_line` makes the line one Hydra takes before it parses it.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import sys
 import traceback
 import warnings
@@ -21,6 +17,9 @@ from hydra.types import RunMode
 
 from rlvr_sweep.config import ConfigError, build_config, register_configs
 from rlvr_sweep.config.plugins import load_environment_plugins, plugin_frame
+from rlvr_sweep.sweep.command_line import (  # noqa: F401  (re-exported: the line's normalisation)
+    CONF_DIR, MULTIRUN_FLAGS, NUMERIC_GROUPS, normalize_argv, normalize_overrides,
+)
 from rlvr_sweep.sweep.search import is_search
 
 register_configs()  # also in a SLURM job process, which resolves its output folder with ${pid:}
@@ -32,31 +31,6 @@ except ConfigError as _err:  # said in one line by `main`
 
 log = logging.getLogger(__name__)
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BUSY = 1, 2, 3
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"  # the config tree ships inside the package
-MULTIRUN_FLAGS = ("-m", "--multirun")
-NUMERIC_GROUPS = ("horizon",)  # config groups whose options are named by numbers
-_NUMERIC_CHOICE = re.compile(r"^(?P<key>[~+]{0,2}(?:%s))=(?P<value>\d+(?:,\d+)*)$" % "|".join(NUMERIC_GROUPS))
-
-
-def normalize_overrides(overrides: list[str]) -> list[str]:
-    """Quote bare-number choices of numerically named groups so Hydra reads them as option names."""
-    fixed = []
-    for item in overrides:
-        match = _NUMERIC_CHOICE.match(item)
-        if match:
-            quoted = ",".join(f"'{v}'" for v in match["value"].split(","))
-            item = f"{match['key']}={quoted}"
-        fixed.append(item)
-    return fixed
-
-
-def normalize_argv(argv: list[str]) -> list[str]:
-    """Move a multirun flag found anywhere to the front, then normalize the overrides."""
-    program, args = argv[0], argv[1:]
-    multirun = [a for a in args if a in MULTIRUN_FLAGS]
-    rest = [a for a in args if a not in MULTIRUN_FLAGS]
-    return [program, *multirun[:1], *normalize_overrides(rest)]
-
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _hydra_entry(raw) -> dict:
