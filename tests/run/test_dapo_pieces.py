@@ -77,3 +77,18 @@ def test_a_tree_of_filtered_and_accumulated_questions_counts_each_update_once():
                           "active": [True, False, True], "leaf_tokens": [10, 20, 30], "prompt_tokens": 3,
                           "action": ["accumulated", "filtered", "backward_step"]})
     assert list(_expected_backward(steps, "full_backward")["exp_out"]) == [0, 0, 40]
+
+
+def test_a_crafted_overlong_record_is_one_line(dapo_run, tmp_path):
+    import json
+
+    from rlvr_sweep.verify.compare import BadInput
+
+    copy = tmp_path / dapo_run.name
+    shutil.copytree(dapo_run, copy)
+    info = json.loads((copy / "run.json").read_text())
+    info["lengths"]["overlong_buffer"] = "x"
+    (copy / "run.json").write_text(json.dumps(info))
+    with pytest.raises(BadInput, match=r"lengths.overlong_buffer, horizon_tokens and overlong_penalty must be numbers "
+                                       r"\(got 'x', 64, 1.0\)"):
+        regrade_run(copy)

@@ -106,6 +106,29 @@ def test_a_kl_penalty_is_what_credit_and_activity_saw(two_runs):
     assert step_problems(sweep.steps, sweep.rollouts, sweep.pairs, sweep.runs)[1] == []
     flat = sweep.steps.copy()
     flat["kl_penalty"] = [[0.0] * 8 for _ in range(len(flat))]  # as if no penalty: equal rewards, yet active
-    if (flat["active"] & flat["rewards"].map(lambda r: len(set(r)) == 1)).any():
-        assert any("active disagrees with the rewards" in p
-                   for p in step_problems(flat, sweep.rollouts, sweep.pairs, sweep.runs)[1])
+    assert (flat["active"] & flat["rewards"].map(lambda r: len(set(r)) == 1)).any()  # a step the penalty made active
+    assert any("active disagrees with the rewards" in p
+               for p in step_problems(flat, sweep.rollouts, sweep.pairs, sweep.runs)[1])
+    crafted = sweep.steps.copy()
+    crafted["kl_penalty"] = crafted["kl_penalty"].astype(object)
+    crafted.at[crafted.index[1], "kl_penalty"] = ["x"]  # not one number per rollout: one line, no traceback
+    problems = step_problems(crafted, sweep.rollouts, sweep.pairs, sweep.runs)[1]
+    assert len(problems) == 1 and "step 1: kl_penalty is not one number per rollout" in problems[0], problems
+
+
+@pytest.mark.parametrize("column,value", [("adv_cont", "lots"), ("kl_penalty", "none"), ("reward", None)])
+def test_a_crafted_credit_column_is_named_never_a_traceback(two_runs, column, value):
+    """A rollout row whose credit, penalty or reward is not a number: named with its run (a missing reward
+    re-derives as NaN credit for its step's rows, each named), never a traceback."""
+    h = store.read_table(two_runs[2], "steps")["run_hash"].iloc[0]
+
+    def change(t):
+        r = t["rollouts"]
+        r[column] = r[column].astype(object)
+        r.loc[(r["run_hash"] == h) & (r["step"] == 1) & (r["index"] == 0), column] = value
+
+    problems = replayed(two_runs, change)["problems"]
+    if value is None:
+        assert problems and all(f"{two_runs[2]} step 1 rollout" in p and "(nan, nan)" in p for p in problems), problems
+    else:
+        assert len(problems) == 1 and str(two_runs[2]) in problems[0] and "cannot be re-derived" in problems[0]

@@ -187,7 +187,9 @@ def backward(model, prompt: list[int], scored, *, pad_id: int, recipe: str, micr
     for lo in range(0, len(index), chunk):
         rows = index[lo : lo + chunk]
         ids, attn, cmask = pack_sequences([prompt] * len(rows), [every[i].tokens for i in rows], pad_id)
-        logps, entropy = token_logprobs(model, ids.to(device), attn.to(device), start, with_entropy=True)
+        measured = signals is not None and signals.first_pass  # entropy is the first pass's, where it is gathered
+        out = token_logprobs(model, ids.to(device), attn.to(device), start, with_entropy=measured)
+        logps, entropy = out if measured else (out, None)
         mask = cmask[:, start:].to(device)
         width = logps.shape[1]  # the chunk's own width
         kl = None

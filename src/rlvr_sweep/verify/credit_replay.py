@@ -162,9 +162,13 @@ def replay_credit(steps: pd.DataFrame, rollouts: pd.DataFrame, pairs: pd.DataFra
         if mine is not None and ("adv_cont" not in mine.columns or mine["adv_cont"].isna().all()):
             out["older"] += 1  # collated with newer runs, an older run's rows have the column, empty
             continue
-        n, problems, unchecked = replay_run(run["run_dir"], configs.get(run["run_dir"]) or {}, steps_of[h],
-                                            rollouts_of.get(h, pd.DataFrame(columns=["step"])),
-                                            pairs_of.get(h, pd.DataFrame(columns=["step"])), plugin_estimator)
+        try:
+            n, problems, unchecked = replay_run(run["run_dir"], configs.get(run["run_dir"]) or {}, steps_of[h],
+                                                rollouts_of.get(h, pd.DataFrame(columns=["step"])),
+                                                pairs_of.get(h, pd.DataFrame(columns=["step"])), plugin_estimator)
+        except (ValueError, TypeError, KeyError, RuntimeError) as err:  # a crafted or damaged ledger value
+            n, problems, unchecked = 0, [f"{run['run_dir']}: its credit cannot be re-derived from its ledgers "
+                                         f"({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''})"], []
         out["groups"] += n
         out["runs"] += bool(n)
         out["problems"] += problems

@@ -35,10 +35,15 @@ TOTALS = ("gen_tokens", "prefill_tokens", "padded_prefill_tokens", "untrimmed_st
 
 def credited(rewards, penalty) -> list[float]:
     """The rewards a step's credit saw: its rewards, less each rollout's KL penalty where the run took one
-    (`objective.kl_in=reward`), in float32 as the run subtracted them."""
+    (`objective.kl_in=reward`), in float32 as the run subtracted them; None when the penalty is not one number
+    per rollout (a crafted or damaged row)."""
     if penalty is None or (isinstance(penalty, float) and np.isnan(penalty)):
         return list(map(float, rewards))
-    return (np.asarray(rewards, dtype=np.float32) - np.asarray(penalty, dtype=np.float32)).tolist()
+    try:
+        r, k = np.asarray(rewards, dtype=np.float32), np.asarray(penalty, dtype=np.float32)
+    except (TypeError, ValueError):
+        return None
+    return (r - k).tolist() if r.shape == k.shape else None
 
 
 def _where(frame: pd.DataFrame, mask, law: str, limit: int = 5) -> list[str]:
@@ -157,12 +162,15 @@ def step_problems(steps: pd.DataFrame, rollouts: pd.DataFrame, pairs: pd.DataFra
         problems += _where(s, s["ro_len"] != s["leaf_tokens"], "leaf_tokens != sum of rollout lengths")
         same = [isinstance(r, tuple) and tuple(map(float, x)) == r for x, r in zip(s["rewards"], s["ro_rewards"])]
         problems += _where(s, ~np.array(same), "step rewards differ from its rollouts' rewards")
-    differ = pd.Series([len(set(credited(r, k))) > 1 for r, k in zip(
-        s["rewards"], s["kl_penalty"] if "kl_penalty" in s.columns else [None] * len(s))], index=s.index)
+    seen = [credited(r, k) for r, k in zip(s["rewards"], s["kl_penalty"] if "kl_penalty" in s.columns
+                                           else [None] * len(s))]
+    unread = pd.Series([v is None for v in seen], index=s.index)
+    problems += _where(s, unread, "kl_penalty is not one number per rollout")
+    differ = pd.Series([v is not None and len(set(v)) > 1 for v in seen], index=s.index)
     status = s["cf_status"] if "cf_status" in s.columns else pd.Series(None, index=s.index, dtype=object)
     fork_step = status.notna()
     active = s["active"].astype(bool)
-    problems += _where(s, ~fork_step & (differ != active), "active disagrees with the rewards")
+    problems += _where(s, ~fork_step & ~unread & (differ != active), "active disagrees with the rewards")
     problems += _where(s, fork_step & (active != (status == "active")), "active disagrees with cf_status")
     problems += _where(s, fork_step & (differ == (status == "homogeneous")),
                        "cf_status 'homogeneous' disagrees with the rewards")

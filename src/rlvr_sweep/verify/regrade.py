@@ -58,8 +58,8 @@ def _overlong(info: dict, run_dir: Path):
         return None
     cap, factor = info.get("horizon_tokens"), info.get("overlong_penalty")
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (buffer, cap, factor)):
-        raise BadInput(f"{run_dir / RUN_JSON}: lengths.overlong_buffer={buffer!r} needs a numeric horizon_tokens "
-                       f"({cap!r}) and overlong_penalty ({factor!r})")
+        raise BadInput(f"{run_dir / RUN_JSON}: lengths.overlong_buffer, horizon_tokens and overlong_penalty must be "
+                       f"numbers (got {buffer!r}, {cap!r}, {factor!r})")
     return lambda length: overlong_penalty(length, int(cap), int(buffer), float(factor))
 
 
