@@ -11,7 +11,7 @@ from hydra import initialize_config_dir
 from hydra.core.config_store import ConfigStore
 
 from rlvr_sweep.config import Config, build_config, register_configs
-from rlvr_sweep.config.plugins import ENV
+from rlvr_sweep.plugins import ENV
 from rlvr_sweep.sweep.cli import normalize_overrides
 from rlvr_sweep.sweep.preflight import job_configs
 from tests.conftest import CONF_DIR, REPO

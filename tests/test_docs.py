@@ -93,7 +93,7 @@ PASSED: set = set()  # (arguments, plugins) of the `python -m rlvr_sweep` lines 
 def test_every_command_parses(path, line, monkeypatch):
     plugins = plugins_of(line)
     if plugins:  # the plugin the line names: its options and arms, as the command finds them
-        from rlvr_sweep.config.plugins import ENV, load_environment_plugins
+        from rlvr_sweep.plugins import ENV, load_environment_plugins
 
         monkeypatch.setenv(ENV, str(REPO / plugins))
         load_environment_plugins()

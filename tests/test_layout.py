@@ -12,8 +12,8 @@ import rlvr_sweep
 
 PACKAGE = Path(rlvr_sweep.__file__).parent
 # Lowest first: a module may import its own stage and the stages before it, never one after it.
-STAGES = ["io", "config", "data", "policy", "rollout", "reward", "credit", "update", "store", "evaluation", "analysis",
-          "run", "sweep", "verify"]
+STAGES = ["io", "config", "plugins", "data", "policy", "rollout", "reward", "credit", "update", "store", "evaluation", "analysis",
+          "run", "sweep", "verify", "extend"]
 NEVER_THE_TRAINER = {  # these read stored tables and pure functions only
     "verify": {"run", "sweep"},
     "analysis": {"policy", "rollout", "credit", "update", "evaluation", "run", "sweep"},

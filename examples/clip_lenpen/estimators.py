@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from rlvr_sweep.config.options import param
-from rlvr_sweep.config.rules import above
-from rlvr_sweep.credit import ESTIMATORS, Credit, grpo_advantages, is_homogeneous
+from rlvr_sweep.extend import ESTIMATORS, above, grpo_advantages, param
 
 
 @ESTIMATORS.register("grpo_clip", kind="leaf", reads=("eps",),
                      params={"clip": param(1.0, above(0), doc="the largest |advantage| kept")})
-def grpo_clip(rewards: torch.Tensor, shape, *, eps: float, clip: float) -> Credit:
+def grpo_clip(rewards: torch.Tensor, shape, *, eps: float, clip: float) -> torch.Tensor:
     """GRPO's (R - mean) / (std + eps), clipped to [-clip, clip]: one rare success no longer outweighs its group."""
-    adv = grpo_advantages(rewards.flatten(), eps=eps).clamp(-clip, clip).view(rewards.shape)
-    return Credit(adv.clone(), adv, not is_homogeneous(rewards.flatten()))
+    return grpo_advantages(rewards.flatten(), eps=eps).clamp(-clip, clip).view(rewards.shape)
 
 
 @ESTIMATORS.register("reinforce_pp_baseline", kind="batch", reads=("eps",))

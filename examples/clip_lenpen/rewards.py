@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from rlvr_sweep.config.options import param
-from rlvr_sweep.config.rules import at_least, between
-from rlvr_sweep.reward import REWARDS, score_rollouts
+from rlvr_sweep.extend import REWARDS, at_least, between, param, score_rollouts
 
 
 @REWARDS.register("len_penalty", receives=("extract",),

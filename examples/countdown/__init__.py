@@ -19,10 +19,7 @@ import hashlib
 import random
 from fractions import Fraction
 
-from rlvr_sweep.config.options import param
-from rlvr_sweep.config.rules import at_least
-from rlvr_sweep.data import TASKS
-from rlvr_sweep.reward import extract_answer
+from rlvr_sweep.extend import TASKS, at_least, extract_answer, param
 
 PROMPT = ("Use each of the given numbers exactly once, with + - * / and parentheses, to make the target.\n"
           "Write the expression on the last line as:\n\\boxed{EXPRESSION}\n\n"

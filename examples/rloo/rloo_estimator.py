@@ -9,13 +9,12 @@ registers it as `estimator.name=rloo`, with the checks, ledgers and identity rul
 
 import torch
 
-from rlvr_sweep.credit import ESTIMATORS, Credit, is_homogeneous
+from rlvr_sweep.extend import ESTIMATORS
 
 
 @ESTIMATORS.register("rloo", kind="leaf")
-def rloo(rewards: torch.Tensor, shape) -> Credit:
-    """Leave-one-out advantages of a (K, B) group; an all-equal group is exactly zero (inactive)."""
+def rloo(rewards: torch.Tensor, shape) -> torch.Tensor:
+    """Leave-one-out advantages of a (K, B) group; an all-equal group is exactly zero (the framework calls it
+    inactive)."""
     r = rewards.to(torch.float32)
-    n = r.numel()
-    adv = r - (r.sum() - r) / (n - 1)
-    return Credit(adv.clone(), adv, not is_homogeneous(r.flatten()))
+    return r - (r.sum() - r) / (r.numel() - 1)

@@ -13,9 +13,7 @@ sampler, estimator and aggregation, its parameters checked before launch, its co
 
 import torch
 
-from rlvr_sweep.config.options import param
-from rlvr_sweep.config.rules import above
-from rlvr_sweep.update import OBJECTIVES, Surrogate
+from rlvr_sweep.extend import OBJECTIVES, Surrogate, above, param
 
 
 @OBJECTIVES.register("sapo", kind="ratio", params={"tau_pos": param(1.0, above(0)), "tau_neg": param(1.05, above(0))})

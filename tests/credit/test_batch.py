@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from rlvr_sweep.config import ConfigError
-from rlvr_sweep.credit import ESTIMATORS, grpo_batch_std
-from rlvr_sweep.update import batch_credit
-from rlvr_sweep.update.question import ScoredGroup, _until_the_update
+from rlvr_sweep.credit import ESTIMATORS, KINDS, BoundEstimator, grpo_batch_std
+from rlvr_sweep.update import credit_update
+from rlvr_sweep.update.question import ScoredGroup
 from tests.helpers import compose_cfg
 
 
@@ -31,10 +31,14 @@ def test_grpo_batch_std_by_hand():
     torch.testing.assert_close(alone.flatten(), torch.tensor([0.75, -0.25, -0.25, -0.25]) / (0.5 + 1e-4))
 
 
+def _batch(fn, name: str) -> BoundEstimator:
+    return BoundEstimator(name, KINDS["batch"], fn)
+
+
 def _scored(rewards) -> ScoredGroup:
     r = torch.tensor(rewards)
     return ScoredGroup(group=_Group(r.shape), texts=[""] * r.numel(), rewards=r, correct=r.clone(),
-                       credit=_until_the_update(r))
+                       credit=_batch(None, "none").group(r, None))
 
 
 class _Group:
@@ -54,7 +58,7 @@ def test_the_update_credits_its_groups_together_and_activity_stays_the_rewards()
         seen.append(([r.tolist() for r in rewards], [s.length.tolist() for s in shapes]))
         return [r * 10 for r in rewards]
 
-    out = batch_credit(pending, estimator, "x10")
+    out = credit_update(pending, _batch(estimator, "x10"))
     assert seen == [([[[1.0, 0.0], [0.0, 0.0]], [[1.0, 1.0], [1.0, 1.0]]], [[[2, 2], [2, 2]], [[2, 2], [2, 2]]])]
     assert torch.equal(out[0].credit.cont, torch.tensor([[10.0, 0.0], [0.0, 0.0]]))
     assert torch.equal(out[1].credit.prefix, torch.full((2, 2), 10.0))  # given, though the group is inactive
@@ -70,7 +74,7 @@ def test_the_update_credits_its_groups_together_and_activity_stays_the_rewards()
 def test_a_batch_estimator_that_returns_the_wrong_thing_is_named(result, message):
     pending = [_scored([[1.0, 0.0], [0.0, 0.0]]), _scored([[0.0, 1.0], [1.0, 1.0]])]
     with pytest.raises(ValueError, match=f"batch estimator 'bad' {message}"):
-        batch_credit(pending, lambda rewards, shapes: result(rewards), "bad")
+        credit_update(pending, _batch(lambda rewards, shapes: result(rewards), "bad"))
 
 
 def test_a_batch_estimator_credits_leaves_so_it_goes_where_leaf_credit_goes():

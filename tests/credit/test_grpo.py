@@ -47,18 +47,19 @@ def test_dr_grpo_is_the_centred_reward_without_the_std_by_hand():
     (GRPO divides those by sigma + 1e-4 = 0.5175 + 1e-4)."""
     import torch
 
-    from rlvr_sweep.credit import ESTIMATORS, GroupShape
+    from rlvr_sweep.credit import ESTIMATORS, GroupShape, bind_estimator
     from tests.helpers import compose_cfg
 
     option = ESTIMATORS["dr_grpo"]
     assert option.kind == "leaf" and option.reads == ()
     r = torch.tensor([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
     shape = GroupShape(torch.zeros(4, dtype=torch.long), torch.zeros(4, 2, dtype=torch.long), torch.ones(4, 2))
-    credit = option.fn(r, shape)
-    assert credit.active and credit.cont.tolist() == [[0.625, -0.375], [-0.375, -0.375], [0.625, 0.625], [-0.375, -0.375]]
-    assert torch.equal(credit.prefix, credit.cont)
-    assert option.fn(torch.ones(4, 2), shape).cont.abs().sum() == 0
+    assert option.fn(r, shape).tolist() == [[0.625, -0.375], [-0.375, -0.375], [0.625, 0.625], [-0.375, -0.375]]
     cfg = compose_cfg(["+arm=ra_flat", "estimator=dr_grpo"])
+    credit = bind_estimator(option, cfg.estimator).group(r, shape)  # the framework: the same on every token, active
+    assert credit.active and torch.equal(credit.prefix, credit.cont) and torch.equal(credit.cont, option.fn(r, shape))
+    inactive = bind_estimator(option, cfg.estimator).group(torch.ones(4, 2), shape)
+    assert not inactive.active and inactive.cont.abs().sum() == 0
     assert cfg.estimator.name == "dr_grpo" and cfg.arm == "ra_flat"  # an option beside the arm, not a new arm
     with pytest.raises(Exception, match=r"estimator.eps=0.1: no chosen option reads it \(estimator 'dr_grpo'"):
         compose_cfg(["+arm=ra_flat", "estimator=dr_grpo", "estimator.eps=0.1"])

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from rlvr_sweep.config.plugins import import_plugins
+from rlvr_sweep.plugins import import_plugins
 from rlvr_sweep.credit import ESTIMATORS
 from rlvr_sweep.reward import REWARDS, grading
 from tests.conftest import REPO
@@ -33,9 +33,9 @@ def test_grpo_clip_by_hand():
     """R = (1, 0, 0, 0): GRPO gives (1.5, -0.5, -0.5, -0.5) (unbiased std 0.5, eps 1e-4 aside); clip 1 keeps
     (1, -0.5, -0.5, -0.5)."""
     option = ESTIMATORS["grpo_clip"]
-    credit = option.fn(torch.tensor([[1.0, 0.0], [0.0, 0.0]]), None, eps=0.0, clip=1.0)
-    torch.testing.assert_close(credit.cont, torch.tensor([[1.0, -0.5], [-0.5, -0.5]]))
-    assert credit.active and option.kind == "leaf" and option.params["clip"].default == 1.0
+    advantages = option.fn(torch.tensor([[1.0, 0.0], [0.0, 0.0]]), None, eps=0.0, clip=1.0)
+    torch.testing.assert_close(advantages, torch.tensor([[1.0, -0.5], [-0.5, -0.5]]))
+    assert option.kind == "leaf" and option.params["clip"].default == 1.0
 
 
 def test_reinforce_pp_baseline_by_hand():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr_sweep.config.plugins import import_plugins
+from rlvr_sweep.plugins import import_plugins
 from rlvr_sweep.data import TASKS, benchmark_task, task_of
 from tests.conftest import REPO
 from tests.helpers import compose_cfg

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from rlvr_sweep.config.plugins import plugin_frame
+from rlvr_sweep.plugins import plugin_frame
 from rlvr_sweep.run import run
 from tests.helpers import compose_cfg, run_dir_of
 

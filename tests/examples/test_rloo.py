@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from rlvr_sweep.config import ConfigError
-from rlvr_sweep.credit import ESTIMATORS, GroupShape
+from rlvr_sweep.credit import ESTIMATORS, GroupShape, bind_estimator
 from tests.conftest import REPO
 from tests.helpers import compose_cfg
 
@@ -30,12 +30,14 @@ def test_the_leave_one_out_baseline_by_hand():
     option = rloo()
     assert option.kind == "leaf" and option.reads == () and not option.per_token
     shape = GroupShape(torch.zeros(2, dtype=torch.long), torch.zeros(2, 2, dtype=torch.long), torch.ones(2, 2))
-    credit = option.fn(torch.tensor([[1.0, 0.0], [0.0, 0.0]]), shape)
-    assert credit.active and torch.equal(credit.prefix, credit.cont)
-    torch.testing.assert_close(credit.cont, torch.tensor([[1.0, -1 / 3], [-1 / 3, -1 / 3]]))
-    assert float(credit.cont.sum()) == pytest.approx(0.0, abs=1e-6)  # a leave-one-out baseline is centred
-    still = option.fn(torch.ones(2, 2), shape)
-    assert not still.active and still.cont.abs().sum() == 0
+    advantages = option.fn(torch.tensor([[1.0, 0.0], [0.0, 0.0]]), shape)
+    torch.testing.assert_close(advantages, torch.tensor([[1.0, -1 / 3], [-1 / 3, -1 / 3]]))
+    assert float(advantages.sum()) == pytest.approx(0.0, abs=1e-6)  # a leave-one-out baseline is centred
+    assert option.fn(torch.ones(2, 2), shape).abs().sum() == 0
+    cfg = compose_cfg(["profile=smoke", f"plugins=[{PLUGIN}]", "estimator.name=rloo"])
+    credit = bind_estimator(option, cfg.estimator).group(torch.tensor([[1.0, 0.0], [0.0, 0.0]]), shape)
+    assert credit.active and torch.equal(credit.prefix, credit.cont) and torch.equal(credit.cont, advantages)
+    assert not bind_estimator(option, cfg.estimator).group(torch.ones(2, 2), shape).active  # the framework's call
 
 
 def test_a_plugin_option_gets_the_checks_of_a_built_in_one():

@@ -182,7 +182,7 @@ def test_a_run_records_whether_its_data_files_are_the_canonical_ones(tmp_path, d
 
 
 def test_the_plugins_code_is_part_of_the_run_and_its_group_never_of_its_settings():
-    """Two runs alike but for their plugins' code (each module's sha256, `config.plugins.code_record`) are two runs
+    """Two runs alike but for their plugins' code (each module's sha256, `plugins.code_record`) are two runs
     and two groups (never pooled as seeds) with equal settings; the base read-out computed from the plugins only
     when a plugin takes part in the read-outs (#16, #20). The slow tier edits a real plugin:
     tests/examples/test_plugin_sweeps.py."""

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from rlvr_sweep.credit import Credit, grpo_advantages
+from rlvr_sweep.credit import KINDS, BoundEstimator, Credit, grpo_advantages
 from rlvr_sweep.rollout import Leaf, Pair, RolloutGroup
 from rlvr_sweep.update import (
     OBJECTIVES, Normaliser, Objective, ScoredGroup, UpdateSettings, aggregate, backward, kl_estimate, make_adamw,
@@ -403,7 +403,7 @@ def test_a_flat_groups_engine_log_probs_meet_the_trainers_recompute():
     group = flat(sampling, PROMPT, horizon=12, K=4, B=2)
     assert all(leaf.logprobs is not None and len(leaf.logprobs) == len(leaf.tokens) for leaf in group.leaves())
     scored = score_group(group, lambda ids: "", "1", reward=lambda texts, gold, tokens: ([1.0, 0.0] * 4, [1.0, 0.0] * 4),
-                         estimator=lambda r, shape: Credit(r - r.mean(), r - r.mean(), True))
+                         estimator=BoundEstimator("centred", KINDS["leaf"], lambda r, shape: r - r.mean()))
     signals = Signals()
     backward(model, PROMPT, scored, pad_id=PAD, recipe="scale_then_sum", micro_batch=3, device="cpu", signals=signals)
     row = signals.row()

@@ -99,11 +99,15 @@ def test_a_plugin_fork_estimator_is_replayed_with_its_own_code_or_said_not_to_be
     assert alone["steps"] == 0 and alone["problems"] == [] and alone["unchecked"] == [
         "runs/rg_cf_grpo/h1024_s42_abc: 2 fork groups credited by plugin estimator 't_my_rg' were not replayed, "
         "the run's plugin code is not imported (rerun with --plugins)"]
-    rg = ESTIMATORS["cf_rg"].fn
-    own = replay_cf(steps, pairs, runs, lambda run_dir: (lambda r, s: rg(r, s, hinge_weight=0.15), None))
+    from rlvr_sweep.credit import KINDS, BoundEstimator
+
+    def bound(fn):
+        return BoundEstimator("t_my_rg", KINDS["fork"], lambda r, s: fn(r, s, hinge_weight=0.15))
+
+    own = replay_cf(steps, pairs, runs, lambda run_dir: (bound(ESTIMATORS["cf_rg"].fn), None))
     assert own == {"steps": 2, "active": 1, "forks": 8, "problems": [], "unchecked": []}  # step 3: gated
-    uncond = ESTIMATORS["cf_uncond"].fn  # not the estimator the run used: its credit differs, named
-    other = replay_cf(steps, pairs, runs, lambda run_dir: (lambda r, s: uncond(r, s, hinge_weight=0.15), None))
+    # not the estimator the run used: its credit differs, named
+    other = replay_cf(steps, pairs, runs, lambda run_dir: (bound(ESTIMATORS["cf_uncond"].fn), None))
     assert other["steps"] == 2 and any("step 3: status replays as 'active', stored 'gated_rescue_dup'" in p
                                        for p in other["problems"])
     refused = replay_cf(steps, pairs, runs, lambda run_dir: (None, "the plugin code at hand is not the code the run "

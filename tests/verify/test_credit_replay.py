@@ -73,7 +73,7 @@ def test_an_update_of_a_batch_estimator_is_the_steps_it_credited():
 
 
 def test_a_plugin_estimator_is_not_re_derived_without_its_code(tmp_path):
-    estimator, kind, why = bound_estimator(tmp_path, {"estimator": {"name": "my_own_credit"}})
+    estimator, why = bound_estimator(tmp_path, {"estimator": {"name": "my_own_credit"}})
     assert estimator is None and "plugin estimator 'my_own_credit'" in why and "--plugins" in why
     for config in (None, {}, {"estimator": "grpo"}, {"estimator": {"name": 3}}):  # never the default estimator
         assert bound_estimator(tmp_path, config)[0] is None
@@ -119,7 +119,7 @@ def test_a_kl_penalty_is_what_credit_and_activity_saw(two_runs):
 @pytest.mark.parametrize("column,value", [("adv_cont", "lots"), ("kl_penalty", "none"), ("reward", None)])
 def test_a_crafted_credit_column_is_named_never_a_traceback(two_runs, column, value):
     """A rollout row whose credit, penalty or reward is not a number: named with its run (a missing reward
-    re-derives as NaN credit for its step's rows, each named), never a traceback."""
+    re-derives no finite credit for its step: named with the step), never a traceback."""
     h = store.read_table(two_runs[2], "steps")["run_hash"].iloc[0]
 
     def change(t):
@@ -129,6 +129,7 @@ def test_a_crafted_credit_column_is_named_never_a_traceback(two_runs, column, va
 
     problems = replayed(two_runs, change)["problems"]
     if value is None:
-        assert problems and all(f"{two_runs[2]} step 1 rollout" in p and "(nan, nan)" in p for p in problems), problems
+        assert len(problems) == 1 and f"{two_runs[2]} step 1: its credit does not re-derive" in problems[0] \
+            and "(finite: False)" in problems[0], problems
     else:
         assert len(problems) == 1 and str(two_runs[2]) in problems[0] and "cannot be re-derived" in problems[0]

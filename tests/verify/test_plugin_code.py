@@ -3,7 +3,7 @@ a plugin edited since the run is named, module and both digests, and nothing is 
 
 from __future__ import annotations
 
-from rlvr_sweep.config.plugins import code_record
+from rlvr_sweep.plugins import code_record
 from rlvr_sweep.verify.plugin_runs import load
 
 PLUGIN = ("from rlvr_sweep.reward import REWARDS\n\n\n"

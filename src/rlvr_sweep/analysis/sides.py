@@ -160,7 +160,7 @@ def _run_side(folder: Path, label: str) -> Side:
 
 def shipped_arms() -> list[str]:
     """The package's arms and those of the plugins named in RLVR_SWEEP_PLUGINS (their `conf/arm/`)."""
-    from rlvr_sweep.config.plugins import conf_dirs
+    from rlvr_sweep.plugins import conf_dirs
 
     return sorted({p.stem for folder in (CONF_DIR, *conf_dirs()) for p in (folder / "arm").glob("*.yaml")})
 
@@ -171,7 +171,7 @@ def _arm_side(name: str, overrides: Sequence[str]) -> Side:
     from hydra.errors import HydraException, MissingConfigException
 
     from rlvr_sweep.config import ConfigError
-    from rlvr_sweep.config.plugins import environment_plugins, load_environment_plugins, resolve_plugins
+    from rlvr_sweep.plugins import environment_plugins, load_environment_plugins, resolve_plugins
 
     label = " ".join(["arm", name, *overrides])
     register_configs()

@@ -72,7 +72,7 @@ def check_task(name: str, root: str) -> int:
     """`check --task NAME`: each set's row count and sha256, and whether it is the one the task declares.
     Exit 0: all declared ones match; 1: one differs; 2: no such task, or its rows cannot be made."""
     from rlvr_sweep.config import ConfigError
-    from rlvr_sweep.config.plugins import ENV, load_environment_plugins
+    from rlvr_sweep.plugins import ENV, load_environment_plugins
     from rlvr_sweep.data.jsonl import DataError
     from rlvr_sweep.data.tasks import TASKS, task_checksums
 

@@ -17,7 +17,7 @@ that read it (CONVENTIONS #17), when a job is built: single runs and each job of
 - A task of one's own (`data.name` a task registered in `data.TASKS`) has its `data.params` checked like
   an option's, and its own grader refuses a `grader.name` other than the default.
 
-`plugins` (module names, `.py` files or package folders; `config.plugins`) are imported first, so options
+`plugins` (module names, `.py` files or package folders; `rlvr_sweep.plugins`) are imported first, so options
 registered by a researcher's own module (`@ESTIMATORS.register(...)`) are known to every check.
 """
 
@@ -27,10 +27,10 @@ import dataclasses
 
 from rlvr_sweep.config import DTYPE_NAMES, Config, ConfigError
 from rlvr_sweep.config.options import Option, Registry
-from rlvr_sweep.config.plugins import (  # noqa: F401  (re-exported: how a run's plugins are resolved)
+from rlvr_sweep.plugins import (  # noqa: F401  (re-exported: how a run's plugins are resolved)
     chosen_plugins, complete_params, environment_plugins, import_plugins as _import_entries, resolve_plugins,
 )
-from rlvr_sweep.credit import CREDITED_AS, ESTIMATORS
+from rlvr_sweep.credit import ESTIMATORS, KINDS
 from rlvr_sweep.data import TASKS, benchmark_names
 from rlvr_sweep.evaluation import READOUTS, SCHEDULES
 from rlvr_sweep.reward import GRADERS, REWARDS
@@ -48,7 +48,7 @@ NAMED = (("grader", "name", GRADERS), ("optimizer_step", "name", HOMOGENEOUS_STE
 
 
 def import_plugins(cfg: Config) -> None:
-    """Import the environment's plugins and each entry of `plugins` (`config.plugins.import_plugins`):
+    """Import the environment's plugins and each entry of `plugins` (`plugins.import_plugins`):
     ConfigError naming a failed one."""
     _import_entries(list(dict.fromkeys([*environment_plugins(), *cfg.plugins])))
 
@@ -127,7 +127,10 @@ def _signature_problems(cfg: Config, picked: dict) -> list[str]:
 def _combination_problems(cfg: Config, picked: dict) -> list[str]:
     sampler, estimator = picked[("sampler", "name")], picked[("estimator", "name")]
     problems = []
-    if CREDITED_AS.get(estimator.kind, estimator.kind) not in sampler.credits:
+    if estimator.kind not in KINDS:
+        problems.append(f"estimator.name={estimator.name!r} is registered with kind={estimator.kind!r}; an estimator's "
+                        f"kind is one of {sorted(KINDS)} (credit.kinds)")
+    elif KINDS[estimator.kind].credited_as not in sampler.credits:
         problems.append(f"estimator.name={estimator.name!r} ({estimator.kind} credit) with sampler.name="
                         f"{sampler.name!r}: its groups are credited by {list(sampler.credits)} estimators "
                         f"(e.g. {[e.name for e in ESTIMATORS.options() if e.kind in sampler.credits]})")

@@ -29,7 +29,7 @@ from transformers.utils import logging as hf_logging
 
 from rlvr_sweep import data, evaluation, store
 from rlvr_sweep.config import Config, paper_arm, scaled_length
-from rlvr_sweep.config.plugins import plugin_frame
+from rlvr_sweep.plugins import plugin_frame
 from rlvr_sweep.policy import load_policy
 from rlvr_sweep.reward import get_grader, grading
 from rlvr_sweep.rollout import static_engine, vllm_engine

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rlvr_sweep import data, store
 from rlvr_sweep.config import Config, check_config
-from rlvr_sweep.config.plugins import chosen_plugins, code_record, environment_plugins, resolve_plugins
+from rlvr_sweep.plugins import chosen_plugins, code_record, environment_plugins, resolve_plugins
 from rlvr_sweep.data.canonical import is_canonical
 from rlvr_sweep.policy import ModelLoadError, resolve_model_folder
 from rlvr_sweep.policy.architecture import EXPECTED, check_architecture
@@ -98,7 +98,7 @@ def check_model_folder(cfg: Config, folder: Path) -> None:
 
 def inputs_of(cfg: Config, folder: Path, train_rows: list[dict], eval_sets: dict) -> dict:
     """{input name: its digest and what it was}: "train", "benchmark/<name>", "model" and, for a run that
-    loads plugins, "plugins" (their source files' digests, `config.plugins.code_record`; `readouts`: whether
+    loads plugins, "plugins" (their source files' digests, `plugins.code_record`; `readouts`: whether
     a plugin option decides how the run reads out, so its base read-out computed from the plugins too)."""
     def where(files) -> dict:
         """The files and, for each the study has a canonical version of, whether it is that version

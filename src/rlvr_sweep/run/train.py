@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from rlvr_sweep import data
 from rlvr_sweep.config import Config, scaled_length
-from rlvr_sweep.credit import ESTIMATORS
+from rlvr_sweep.credit import ESTIMATORS, bind_estimator
 from rlvr_sweep.reward import REWARDS, answering, shaped
 from rlvr_sweep.rollout import ENGINES, SAMPLERS, ModelPolicy
 from rlvr_sweep.run.ledger import (  # noqa: F401  (write_ledger, totals: re-exported for the run's lifecycle)
@@ -30,7 +30,7 @@ from rlvr_sweep.run.ledger import (  # noqa: F401  (write_ledger, totals: re-exp
 from rlvr_sweep.run.progress import Progress
 from rlvr_sweep.store import beacon
 from rlvr_sweep.update import (
-    OBJECTIVES, Objective, Update, UpdateSettings, batch_credit, kl_penalty, ledger_rows, sampled_logps, score_group,
+    OBJECTIVES, Objective, Update, UpdateSettings, credit_update, kl_penalty, ledger_rows, sampled_logps, score_group,
     update_step,
 )
 
@@ -126,11 +126,7 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
                            generate_fn=ENGINES[cfg.model.engine].fn, record_logprobs=cfg.model.engine in LOGPROB_ENGINES)
     sampler, flat = SAMPLERS[sc.name].bind(sc, scale), SAMPLERS["flat"].bind(sc, scale)
     reward = bound_reward(cfg, grade, answers.extract_reward)
-    chosen_estimator = ESTIMATORS[cfg.estimator.name]
-    estimator = chosen_estimator.bind(cfg.estimator)
-    per_group = None if chosen_estimator.kind == "batch" else estimator  # a batch estimator credits at the update
-    if per_group is not None and chosen_estimator.kind != "fork":
-        per_group = active_as_rewards(per_group, chosen_estimator.name)
+    estimator = bind_estimator(ESTIMATORS[cfg.estimator.name], cfg.estimator)
     decode = lambda ids: policy.tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731  (EOS kept, as stored)
     settings = UpdateSettings(cfg.optimizer_step.name, t.loss_recipe, t.backward_micro_batch, t.unit_question_grad,
                               t.grad_clip, sc.fork_threshold, policy.pad_id, policy.device, bound_objective(cfg),
@@ -153,13 +149,11 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
 
         return penalty
 
-    awaiting: list[dict] = []  # a batch estimator's: the rollout rows of the questions its next update credits
-    given: list = []  # ... and the groups as its last update credited them
+    awaiting: list[dict] = []  # the rollout rows of the questions the next update credits
+    given: list = []  # ... and the groups as the last update credited them (a batch estimator credits there)
 
     def credited(pending: list) -> list:
-        if per_group is not None:
-            return pending
-        scored = batch_credit([s for _, s in pending], estimator, chosen_estimator.name)
+        scored = credit_update([s for _, s in pending], estimator)
         given[:] = scored
         return [(prompt, s) for (prompt, _), s in zip(pending, scored)]
 
@@ -178,7 +172,7 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
         state.steps.append(step_row(step, row, scored, update, seconds, prompt_len, filtered))
         rows = rollout_rows(step, row, scored, decode, lengths["audit_prefix"], lengths["surface_head"])
         state.rollouts.extend(rows)
-        if per_group is None and not filtered:  # a batch estimator credits at the update
+        if not filtered:  # the update's credit is the rows' (a batch estimator's is given there)
             awaiting.extend(rows)
             if update is not None:
                 credit_rows(awaiting, given)
@@ -196,7 +190,7 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
     return Trainer(
         rows=rows, encode=lambda problem: data.encode_prompts(policy.tokenizer, [problem], task.prompt)[0], draw=draw,
         in_warmup=lambda state: sc.name != "flat" and state.active_count < sc.bifurcate_after_active,
-        score=lambda prompt, group, gold: score_group(group, decode, gold, reward=reward, estimator=per_group,
+        score=lambda prompt, group, gold: score_group(group, decode, gold, reward=reward, estimator=estimator,
                                                       penalty=penalty_of(prompt)),
         update=lambda pending: update_step(policy.model, params, optimizer, credited(pending), settings),
         accumulate=t.accumulate_questions, dynamic_sampling=t.dynamic_sampling, more=more,
@@ -211,21 +205,6 @@ def bound_objective(cfg: Config) -> Objective:
     return Objective(o.name, option.bind(o), option.kind, o.passes, o.mini_batches, o.aggregation, o.kl_beta,
                      o.kl_estimator, o.kl_in, o.measure_kl, o.mask_truncated,
                      scaled_length(cfg.horizon.tokens, cfg.profile.length_scale))
-
-
-def active_as_rewards(estimator: Callable, name: str) -> Callable:
-    """A leaf or tree estimator whose credit says a group is active exactly when its rewards differ, as the
-    ledger records it and `verify` checks it; one that says otherwise is refused, naming it."""
-    def checked(rewards, shape):
-        credit = estimator(rewards, shape)
-        differ = bool((rewards != rewards.flatten()[0]).any())
-        if bool(credit.active) != differ:
-            raise ValueError(f"estimator {name!r} called a group {'active' if credit.active else 'inactive'} whose "
-                             f"rewards {'differ' if differ else 'are all equal'} ({rewards.flatten().tolist()}): a leaf or "
-                             "tree credit is active exactly when its group's rewards differ")
-        return credit
-
-    return checked
 
 
 def bound_reward(cfg: Config, grade, extract) -> Callable:

@@ -8,7 +8,7 @@ Three things define a run, and its identity digests all three:
   benchmark it reads out (after `eval.limit`), as canonical JSON (`rows_digest`), so a changed gold
   answer or problem is a changed input, while a row the run never reads is not;
 - the **code of its plugins**: the source of every module its `plugins` loaded from outside the package
-  (`config.plugins.code_record`), by module name and sha256, so an edited plugin is a new run (absent,
+  (`plugins.code_record`), by module name and sha256, so an edited plugin is a new run (absent,
   and so no part of the digest, for a run without plugins); the `plugins` setting enters as the modules
   its entries are, not the paths they were named by (a moved plugin folder is the same run);
 - the **model** it starts from: every file of the model folder that loading can read (weights,

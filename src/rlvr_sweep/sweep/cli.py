@@ -16,7 +16,7 @@ import hydra
 from hydra.types import RunMode
 
 from rlvr_sweep.config import ConfigError, build_config, register_configs
-from rlvr_sweep.config.plugins import load_environment_plugins, plugin_frame
+from rlvr_sweep.plugins import load_environment_plugins, plugin_frame
 from rlvr_sweep.sweep.command_line import (  # noqa: F401  (re-exported: the line's normalisation)
     CONF_DIR, MULTIRUN_FLAGS, NUMERIC_GROUPS, normalize_argv, normalize_overrides,
 )

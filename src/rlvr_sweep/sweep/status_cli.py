@@ -102,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
 def _planned(overrides: list[str]):
     """A reader of the states of the jobs the sweep command would make (composed once)."""
     from rlvr_sweep.config import ConfigError
-    from rlvr_sweep.config.plugins import load_environment_plugins
+    from rlvr_sweep.plugins import load_environment_plugins
     from rlvr_sweep.sweep.command_line import CONF_DIR, normalize_argv
     from rlvr_sweep.sweep.preflight import PreflightError, located_jobs
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from rlvr_sweep.config import build_config
-from rlvr_sweep.config.plugins import plugin_frame
+from rlvr_sweep.plugins import plugin_frame
 from rlvr_sweep.sweep.search import failed_trial, objective_of, search_dir, value_of, write_trial
 from rlvr_sweep.sweep.summary import JOB_ERROR, POINTER
 

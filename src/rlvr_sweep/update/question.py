@@ -1,7 +1,7 @@
 """What one training question contributes: rollouts, rewards, per-token credit, ledger rows.
 
 The sampler draws a K x B `RolloutGroup` (flat: K*B independent leaves; trees: paper §4.2), the
-run's reward (`reward.REWARDS`) scores every leaf, and its estimator (`credit.ESTIMATORS`) turns the
+run's reward (`reward.REWARDS`) scores every leaf, and its estimator (`credit.bind_estimator`) turns the
 rewards into per-leaf prefix / continuation advantages (leaf GRPO: one advantage on every token;
 tree credit: the shared prefix and the continuation apart, paper §4.3). `update.backward` then
 accumulates this question's loss.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rlvr_sweep.credit import Credit, GroupShape, cf_pair_rows, is_homogeneous
+from rlvr_sweep.credit import BoundEstimator, Credit, GroupShape, cf_pair_rows
 from rlvr_sweep.rollout import RolloutGroup
 
 
@@ -47,10 +47,11 @@ class ScoredGroup:
         return self.credit.cf
 
 
-def score_group(group: RolloutGroup, decode, gold: str, *, reward, estimator, penalty=None) -> ScoredGroup:
+def score_group(group: RolloutGroup, decode, gold: str, *, reward, estimator: BoundEstimator,
+                penalty=None) -> ScoredGroup:
     """Rewards and credit of one drawn group: `reward(texts, gold, tokens) -> (rewards, correct)` (`tokens`:
-    each leaf's completion token ids) and `estimator(rewards (K, B), GroupShape) -> Credit`, both bound from
-    the run's config; `estimator=None` leaves the credit to the update (a batch estimator: `batch_credit`).
+    each leaf's completion token ids) and the run's estimator (`credit.bind_estimator`; a batch estimator's
+    groups wait for their update: `credit_update`), both bound from the run's config.
     `penalty(group) -> (K, B)`: KL to the reference as a reward penalty, taken from the rewards credit sees."""
     leaves = group.leaves()
     texts = [decode(leaf.tokens) for leaf in leaves]
@@ -59,34 +60,15 @@ def score_group(group: RolloutGroup, decode, gold: str, *, reward, estimator, pe
     r = torch.tensor(rewards).view(shape)
     kl = penalty(group).view(shape) if penalty is not None else None
     credited = r if kl is None else r - kl
-    credit = estimator(credited, GroupShape.of(group)) if estimator is not None else _until_the_update(credited)
-    return ScoredGroup(group, texts, r, torch.tensor(correct).view(shape), credit, kl)
+    return ScoredGroup(group, texts, r, torch.tensor(correct).view(shape), estimator.group(credited, GroupShape.of(group)), kl)
 
 
-def _until_the_update(rewards: torch.Tensor) -> Credit:
-    """A batch-credited group's credit before its update: none yet; active exactly when its rewards differ."""
-    zeros = torch.zeros_like(rewards, dtype=torch.float32)
-    return Credit(zeros, zeros.clone(), not is_homogeneous(rewards.flatten()))
-
-
-def batch_credit(scored: list[ScoredGroup], estimator, name: str) -> list[ScoredGroup]:
-    """Every group of one update credited together by a batch estimator (`credit.estimators`):
-    `estimator([rewards (K, B)], [GroupShape]) -> [advantages (K, B)]`, one advantage per leaf; each group
-    stays active exactly when its rewards differ. A result of the wrong number, shape or a non-finite value is
-    refused, naming the estimator."""
-    advantages = estimator([s.credited_rewards for s in scored], [GroupShape.of(s.group) for s in scored])
-    if not isinstance(advantages, (list, tuple)) or len(advantages) != len(scored):
-        raise ValueError(f"batch estimator {name!r} returned {type(advantages).__name__} of "
-                         f"{len(advantages) if hasattr(advantages, '__len__') else '?'} items for {len(scored)} groups: "
-                         "it must return one (K, B) tensor of advantages per group")
-    out = []
-    for s, adv in zip(scored, advantages):
-        adv = torch.as_tensor(adv, dtype=torch.float32)
-        if adv.shape != s.rewards.shape or not torch.isfinite(adv).all():
-            raise ValueError(f"batch estimator {name!r} returned advantages of shape {tuple(adv.shape)} (finite: "
-                             f"{bool(torch.isfinite(adv).all())}) for a group of shape {tuple(s.rewards.shape)}")
-        out.append(dataclasses.replace(s, credit=Credit(adv.clone(), adv, not is_homogeneous(s.credited_rewards.flatten()))))
-    return out
+def credit_update(scored: list[ScoredGroup], estimator: BoundEstimator) -> list[ScoredGroup]:
+    """The groups of one update with the credit the run's estimator gives them there (a batch estimator credits
+    them together, `credit.kinds`; the others' credit, given when each was scored, stands)."""
+    credits = estimator.update([s.credited_rewards for s in scored], [GroupShape.of(s.group) for s in scored],
+                               [s.credit for s in scored])
+    return [dataclasses.replace(s, credit=c) for s, c in zip(scored, credits)]
 
 
 def ledger_rows(step: int, scored: ScoredGroup) -> list[dict]:

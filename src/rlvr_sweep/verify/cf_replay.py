@@ -30,7 +30,7 @@ def _close(a, b) -> bool:
 
 def replay_step(step_row: dict, pair_rows: pd.DataFrame, estimator=None) -> list[str]:
     """Problems with one stored fork step (empty when the replay reproduces it). `estimator`: the run's own
-    (a plugin's, bound as the run bound it) called on the rewards and group shape it was given; None: the
+    (a plugin's, bound as the run bound it: `credit.BoundEstimator`) called on the rewards and group shape it was given; None: the
     built-in counterfactual credit of the stored variant."""
     from rlvr_sweep.credit import GroupShape, cf_credit  # torch: imported only by a sweep with fork steps to replay
 
@@ -43,7 +43,8 @@ def replay_step(step_row: dict, pair_rows: pd.DataFrame, estimator=None) -> list
                            torch.tensor(pairs[["pl0", "pl1"]].astype(int).to_numpy(copy=True)),
                            torch.tensor(pairs[["l0", "l1"]].astype(int).to_numpy(copy=True)),
                            torch.tensor((pairs["category"] != "cf_no_fork").to_numpy(copy=True)))
-        cf = estimator(torch.tensor(pairs[["r0", "r1"]].astype(float).to_numpy(copy=True), dtype=torch.float32), shape).cf
+        cf = estimator.group(torch.tensor(pairs[["r0", "r1"]].astype(float).to_numpy(copy=True), dtype=torch.float32),
+                             shape).cf
         if cf is None:
             return [f"{where}: the run's estimator gives this fork group no counterfactual credit on replay"]
     else:

@@ -43,29 +43,26 @@ def _shape(pairs: pd.DataFrame):
 
 
 def bound_estimator(run_dir, config: dict, plugin_estimator=None):
-    """(estimator, kind, None) bound from the run's config.yaml as the run bound it, or (None, kind, why)."""
-    from rlvr_sweep.config import EstimatorConfig
+    """(the run's `credit.BoundEstimator`, None), bound from its config.yaml as the run bound it, or (None, why)."""
     from rlvr_sweep.credit import ESTIMATORS
-    from rlvr_sweep.verify.plugin_runs import _bound
+    from rlvr_sweep.verify.plugin_runs import bound_estimator as bound
 
     group = config.get("estimator") if isinstance(config, dict) else None
     if not isinstance(group, dict) or not isinstance(group.get("name"), str):
-        return None, None, "its config.yaml names no estimator (missing or unreadable): its credit was not re-derived"
+        return None, "its config.yaml names no estimator (missing or unreadable): its credit was not re-derived"
     name = group["name"]
     if name not in ESTIMATORS:
         if plugin_estimator is None:
-            return None, None, (f"its credit comes from plugin estimator {name!r} and was not re-derived (the run's "
-                                "plugin code is not imported: rerun with --plugins)")
-        estimator, why = plugin_estimator(run_dir)
-        return (estimator, ESTIMATORS[name].kind, None) if estimator is not None else (None, None, why)
+            return None, (f"its credit comes from plugin estimator {name!r} and was not re-derived (the run's "
+                          "plugin code is not imported: rerun with --plugins)")
+        return plugin_estimator(run_dir)
     option = ESTIMATORS[name]
     if not option.built_in and plugin_estimator is not None:  # imported earlier in this process: still its own code
-        estimator, why = plugin_estimator(run_dir)
-        return (estimator, option.kind, None) if estimator is not None else (None, None, why)
+        return plugin_estimator(run_dir)
     if not option.built_in:
-        return None, None, (f"its credit comes from plugin estimator {name!r} and was not re-derived (rerun with "
-                            "--plugins)")
-    return _bound(option, EstimatorConfig, group), option.kind, None
+        return None, (f"its credit comes from plugin estimator {name!r} and was not re-derived (rerun with "
+                      "--plugins)")
+    return bound(option, group), None
 
 
 def _updates(steps: pd.DataFrame) -> list[list[int]]:
@@ -87,11 +84,9 @@ def replay_run(run_dir, config: dict, steps: pd.DataFrame, rollouts: pd.DataFram
     """(groups re-derived, problems, unchecked) of one run."""
     import torch
 
-    from rlvr_sweep.credit import Credit
-
     if "adv_cont" not in rollouts.columns:
         return 0, [], []  # a run made before the rollout rows held their credit: `replay_credit` counts it
-    estimator, kind, why = bound_estimator(run_dir, config, plugin_estimator)
+    estimator, why = bound_estimator(run_dir, config, plugin_estimator)
     if estimator is None:
         return 0, [], [f"{run_dir}: {why}"]
     by_step = {int(s): g.sort_values("index") for s, g in rollouts.groupby("step")}
@@ -118,13 +113,13 @@ def replay_run(run_dir, config: dict, steps: pd.DataFrame, rollouts: pd.DataFram
     missing = [s for s in steps["step"].astype(int) if s not in by_step or s not in pairs_of]
     if missing:
         return 0, [f"{run_dir}: steps {missing[:5]} have no rollout or pair rows to re-derive their credit from"], []
-    if kind == "batch":
+    if estimator.per_update:
         credited = set()
         for update in _updates(steps):
-            advantages = estimator([rewards_of(s) for s in update], [_shape(pairs_of[s]) for s in update])
-            for s, adv in zip(update, advantages):
-                adv = torch.as_tensor(adv, dtype=torch.float32).flatten().tolist()
-                compare(s, adv, adv)
+            rewards, shapes = [rewards_of(s) for s in update], [_shape(pairs_of[s]) for s in update]
+            given = estimator.update(rewards, shapes, [estimator.group(r, sh) for r, sh in zip(rewards, shapes)])
+            for s, credit in zip(update, given):
+                compare(s, credit.prefix.flatten().tolist(), credit.cont.flatten().tolist())
                 credited.add(s)
                 replayed += 1
         for s in (set(by_step) - credited):  # filtered, or after the last update: never credited
@@ -135,9 +130,12 @@ def replay_run(run_dir, config: dict, steps: pd.DataFrame, rollouts: pd.DataFram
     for s in steps["step"].astype(int):
         if s in fork_steps:
             continue  # cf_replay's
-        credit = estimator(rewards_of(s), _shape(pairs_of[s]))
-        if not isinstance(credit, Credit):
-            problems.append(f"{run_dir} step {s}: the estimator returned {type(credit).__name__} on replay")
+        rewards, shape = rewards_of(s), _shape(pairs_of[s])
+        try:
+            credit = estimator.group(rewards, shape)
+        except (TypeError, ValueError) as err:  # e.g. a missing reward: no finite credit re-derives
+            problems.append(f"{run_dir} step {s}: its credit does not re-derive from its rewards "
+                            f"{rewards.flatten().tolist()} ({err})")
             continue
         compare(s, credit.prefix.flatten().tolist(), credit.cont.flatten().tolist())
         replayed += 1

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr_sweep.config import ConfigError, EstimatorConfig, RewardConfig, scaled_length
-from rlvr_sweep.config.plugins import FILE_PREFIX, code_record, import_plugins
+from rlvr_sweep.plugins import FILE_PREFIX, code_record, import_plugins
 from rlvr_sweep.data import MATH, TASKS, benchmark_task
 from rlvr_sweep.reward import REWARDS, Answering, answering, shaped
 
@@ -58,7 +58,7 @@ class Rules:
     reward: object | None  # reward(texts, gold, tokens) -> (rewards, correct), bound as the run bound it
     train: Answering | None  # the training task's answer rules
     benchmarks: dict  # {benchmark: Answering}
-    estimator: object | None = None  # estimator(rewards, shape) -> Credit, bound as the run bound it
+    estimator: object | None = None  # the run's `credit.BoundEstimator`, bound as the run bound it
 
 
 def load(info: dict, config: dict, grader: str) -> tuple[Rules | None, str | None]:
@@ -87,7 +87,7 @@ def load(info: dict, config: dict, grader: str) -> tuple[Rules | None, str | Non
         if parts.estimator:
             from rlvr_sweep.credit import ESTIMATORS  # torch: only for a run whose plugin estimator is replayed
 
-            estimator = _bound(ESTIMATORS[parts.estimator], EstimatorConfig, config.get("estimator"))
+            estimator = bound_estimator(ESTIMATORS[parts.estimator], config.get("estimator"))
     except (ValueError, KeyError, TypeError) as err:
         return None, f"its plugins do not register what it used ({type(err).__name__}: {err})"
     return Rules(reward, train, benchmarks, estimator), None
@@ -111,9 +111,17 @@ def run_estimator(run_dir) -> tuple[object | None, str | None]:
     return (rules.estimator, None) if rules is not None else (None, why)
 
 
-def _bound(option, schema, group: dict | None):
+def _group_config(schema, group: dict | None):
+    """The run's config group as its schema's dataclass (keys the schema lacks dropped)."""
     fields = {f.name for f in dataclasses.fields(schema)}
-    return option.bind(schema(**{k: v for k, v in (group or {}).items() if k in fields}))
+    return schema(**{k: v for k, v in (group or {}).items() if k in fields})
+
+
+def bound_estimator(option, group: dict | None):
+    """An estimator option bound from the run's `estimator` group as the run bound it (`credit.BoundEstimator`)."""
+    from rlvr_sweep.credit import bind_estimator
+
+    return bind_estimator(option, _group_config(EstimatorConfig, group))
 
 
 def _importable(entry: str, module: str | None, record: dict) -> str:
