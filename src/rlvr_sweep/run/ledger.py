@@ -7,6 +7,7 @@ from each other and from the stored rewards (PASS 3 and 4).
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from rlvr_sweep import store
@@ -63,7 +64,10 @@ def update_signals(update: Update | None) -> dict:
 def rollout_rows(step, row, scored, decode, audit_cut: int, head_cut: int) -> list[dict]:
     """One row per rollout, its token ids included, and its credit: `adv_prefix` on its prefix tokens and
     `adv_cont` on the rest (equal for leaf credit; a batch estimator's are filled in at its update:
-    `credit_rows`), which `verify` re-derives from the stored rewards. For the paper's >512-token prefix
+    `credit_rows`), which `verify` re-derives from the stored rewards; `logp_engine`, the sum of the log-probs
+    the engine recorded for its sampled tokens (None where it recorded none), and `logp_behaviour`, the same
+    sum as the trainer recomputed it for the update (filled in there; None for a rollout no backward saw),
+    which `verify` holds against the step's engine-trainer gap. For the paper's >512-token prefix
     audit (§5.4) each row also keeps where its first `\\boxed` starts and, when it is longer than `audit_cut`
     tokens, the text of its first `audit_cut` tokens (512 in paper units); for the surface-token divergence
     of §3.3 the text of its first `head_cut` tokens (160)."""
@@ -78,20 +82,23 @@ def rollout_rows(step, row, scored, decode, audit_cut: int, head_cut: int) -> li
         "audit_prefix_text": decode(leaf.tokens[:audit_cut]) if len(leaf.tokens) > audit_cut else None,
         "tokens": list(leaf.tokens), "head_text": decode(leaf.tokens[:head_cut]),
         "adv_prefix": prefix[i], "adv_cont": cont[i],
+        "logp_engine": math.fsum(leaf.logprobs) if leaf.logprobs is not None else None, "logp_behaviour": None,
         **({"kl_penalty": penalty[i]} if penalty is not None else {}),
     } for i, (leaf, r, c, text) in enumerate(zip(scored.leaves, scored.rewards.flatten().tolist(),
                                                  scored.correct.flatten().tolist(), scored.texts))]
 
 
-def credit_rows(rows: list[dict], credited: list) -> None:
-    """Write the credit a batch estimator gave at the update into the rollout rows of its questions (`rows`, in
-    order; a filtered question's rows are not among them)."""
+def credit_rows(rows: list[dict], credited: list, behaviour: list | None = None) -> None:
+    """Write what the update decided into the rollout rows of its questions (`rows`, in order; a filtered
+    question's rows are not among them): the credit it gave them (a batch estimator's is given there) and, per
+    rollout, its sampled tokens' log-prob sum under the behaviour policy (`update.Update.behaviour`)."""
     values = [(p, c) for s in credited for p, c in zip(s.credit.prefix.flatten().tolist(),
                                                       s.credit.cont.flatten().tolist())]
-    if len(values) != len(rows):
+    sums = [b for question in (behaviour or [[None] * len(s.leaves) for s in credited]) for b in question]
+    if len(values) != len(rows) or len(sums) != len(rows):
         raise ValueError(f"{len(rows)} rollout rows await the credit of {len(values)} rollouts")
-    for row, (p, c) in zip(rows, values):
-        row["adv_prefix"], row["adv_cont"] = p, c
+    for row, (p, c), b in zip(rows, values, sums):
+        row["adv_prefix"], row["adv_cont"], row["logp_behaviour"] = p, c, b
 
 
 def write_ledger(run_dir, state, keys: dict) -> None:

@@ -175,7 +175,7 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
         if not filtered:  # the update's credit is the rows' (a batch estimator's is given there)
             awaiting.extend(rows)
             if update is not None:
-                credit_rows(awaiting, given)
+                credit_rows(awaiting, given, update.behaviour)
                 awaiting.clear()
         state.pairs.extend(ledger_rows(step, scored))
         report_step(step, row, scored, update, seconds, state, loggers, bar, optimizer)

@@ -110,8 +110,9 @@ class Signals:
             self.clipped_high += int((high & mask).sum()) if high is not None else 0
 
     def observe_gap(self, mask, trainer: torch.Tensor, engine: torch.Tensor) -> None:
-        """The engine's raw log-prob of each sampled token against the trainer's recompute (first pass only):
-        |gap|, and the tokens whose ratio exp(trainer - engine) leaves [1 - GAP_BAND, 1 + GAP_BAND]."""
+        """The engine's raw log-prob of each sampled token against the trainer's recompute of the same policy
+        (the behaviour log-probs, taken before the update's first optimizer step; first pass only): |gap|, and
+        the tokens whose ratio exp(trainer - engine) leaves [1 - GAP_BAND, 1 + GAP_BAND]."""
         if not self.first_pass:
             return
         gap = (trainer - engine)[mask]
@@ -161,12 +162,14 @@ def sampled_logps(model, prompt: list[int], scored, *, pad_id: int, micro_batch:
 def backward(model, prompt: list[int], scored, *, pad_id: int, recipe: str, micro_batch: int | None, device,
              hinge_margin: float = 0.0, objective: Objective = PAPER_OBJECTIVE, leaves: Sequence[int] | None = None,
              norm: Normaliser | None = None, old: torch.Tensor | None = None, ref: torch.Tensor | None = None,
-             signals: Signals | None = None) -> tuple[float, int, int]:
+             signals: Signals | None = None, sums: dict[int, float] | None = None) -> tuple[float, int, int]:
     """Accumulate d(loss)/d(theta) of one question into `.grad`. Returns (loss, bwd_out, bwd_full) tokens.
 
     `leaves`: the indices of the rollouts to backpropagate (a mini-batch's share; all by default); `norm`: the
     mini-batch's normaliser (objectives other than the paper's); `old` / `ref`: (N, width) behaviour and
-    reference log-probs (`sampled_logps`; None: the current policy's, detached, and no KL)."""
+    reference log-probs (`sampled_logps`; None: the current policy's, detached, and no KL); `sums`: filled with
+    {rollout: the sum of its sampled tokens' log-probs under the current policy} (the behaviour policy's, on
+    an update's first pass when `old` is None)."""
     every = scored.leaves
     n = len(every)
     index = list(range(n)) if leaves is None else list(leaves)
@@ -213,9 +216,12 @@ def backward(model, prompt: list[int], scored, *, pad_id: int, recipe: str, micr
             kl = kl_estimate(logps.detach(), ref[rows, :width].to(device), KL_SIGNAL)
         if scored.cf is not None and scored.cf.hinge:
             loss = loss + _hinge(scored, logps, rows, hinge_margin, n)
+        if sums is not None:
+            sums.update(zip(rows, (logps.detach().float() * cmask[:, start:].to(device)).sum(1).tolist()))
         engine = [every[i].logprobs for i in rows]
-        if signals is not None and all(e is not None for e in engine):
-            signals.observe_gap(mask, logps.detach(), _padded(engine, width, logps))
+        if signals is not None and all(e is not None for e in engine):  # the policy that sampled them, as trained
+            trainer = old[rows, :width].to(device=device, dtype=logps.dtype) if old is not None else logps.detach()
+            signals.observe_gap(mask, trainer, _padded(engine, width, logps))
         if signals is not None:
             s = surrogate
             signals.observe(mask, entropy, kl, *((s.ratio, s.clipped_low, s.clipped_high)

@@ -44,6 +44,8 @@ class Update:
     bwd_full: int  # completion + prompt tokens backpropagated, over every pass
     optimizer_steps: int = 1  # steps the optimizer took (passes x mini-batches that stepped)
     signals: dict = field(default_factory=dict)  # `backward.Signals.row()`
+    behaviour: list = field(default_factory=list)  # per question, per rollout: its sampled tokens' log-prob sum
+    # under the behaviour policy as the objective's ratio saw it (None: no backward saw the rollout)
 
 
 def mini_batches(pending: list[tuple[list[int], ScoredGroup]], count: int) -> list[list[tuple[int, list[int]]]]:
@@ -74,6 +76,7 @@ def update_step(model, params: list, optimizer, pending: list[tuple[list[int], S
     ref = [sampled_logps(s.reference, prompt, scored, **logps) if c and obj.needs_reference else None
            for (prompt, scored), c in zip(pending, counted)]
     kept = [in_loss(scored, obj) for _, scored in pending]
+    behaviour = [dict(enumerate(o.sum(1).tolist())) if o is not None else {} for o in old]  # else: the first pass's
     signals = Signals()
     totals = {"loss": 0.0, "out": 0, "full": 0}
     outcomes = []
@@ -96,7 +99,7 @@ def update_step(model, params: list, optimizer, pending: list[tuple[list[int], S
                         model, prompt, scored, pad_id=s.pad_id, recipe=s.recipe, micro_batch=s.micro_batch,
                         device=s.device, hinge_margin=s.hinge_margin, objective=obj,
                         leaves=None if len(rows) == len(scored.leaves) else rows, norm=norm, old=old[q], ref=ref[q],
-                        signals=signals)
+                        signals=signals, sums=behaviour[q] if first and old[q] is None else None)
                     totals["loss"] += loss if first else 0.0
                     totals["out"] += out
                     totals["full"] += full
@@ -116,4 +119,5 @@ def update_step(model, params: list, optimizer, pending: list[tuple[list[int], S
     first = outcomes[0]
     ran = any(o.backward_ran for o in outcomes)
     return Update(first, totals["loss"] if ran else float("nan"), totals["out"], totals["full"],
-                  sum(o.action != "skipped" for o in outcomes), signals.row())
+                  sum(o.action != "skipped" for o in outcomes), signals.row(),
+                  [[b.get(i) for i in range(len(scored.leaves))] for b, (_, scored) in zip(behaviour, pending)])

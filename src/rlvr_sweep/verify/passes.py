@@ -196,6 +196,11 @@ def pass4(root, tables_dir=None, margin_items: int = 3, device: str = "cpu", loa
                      f"estimator ({credit['runs']} run(s))")
     if credit["older"]:
         parts.append(f"{credit['older']} run(s) made before rollout rows held their credit: none to re-derive")
+    book = bookkeeping_problems(sweep)
+    problems += book["problems"]
+    if book["updates"]:
+        parts.append(f"{book['updates']} updates' ratio, clip and engine-trainer gap signals held against their "
+                     f"objective and their rollouts' log-prob sums ({book['runs']} run(s))")
     credited, more = attribution_problems(sweep)
     if credited:
         parts.append(f"{credited} read-outs and probe checkpoints credited by their model digests")
@@ -243,6 +248,18 @@ def credit_problems(sweep, plugins: bool) -> dict:
     configs = {d: _config_or_none(d, run_config) for d in sweep.runs["run_dir"]}
     return replay_credit(sweep.steps, rollouts, sweep.pairs, sweep.runs, configs,
                          run_estimator if plugins else None)
+
+
+def bookkeeping_problems(sweep) -> dict:
+    """Every update's health signals against its objective and its rollouts (`bookkeeping`)."""
+    rollouts = getattr(sweep, "rollouts", None)
+    if not len(sweep.steps) or rollouts is None:
+        return {"updates": 0, "runs": 0, "problems": []}
+    from rlvr_sweep.verify.bookkeeping import check_bookkeeping
+    from rlvr_sweep.verify.regrade import run_config
+
+    configs = {d: _config_or_none(d, run_config) for d in sweep.runs["run_dir"]}
+    return check_bookkeeping(sweep.steps, rollouts, sweep.runs, configs)
 
 
 def warmup_only(sweep) -> list[str]:
