@@ -32,7 +32,19 @@ def test_a_leaf_estimator_written_as_before_still_runs_when_its_activity_is_the_
         leaf(lambda r, shape: Credit(r, r, False)).group(REWARDS, FLAT)
 
 
+def test_what_a_leaf_estimator_returns_is_made_float_and_an_old_flat_credit_is_shaped():
+    ints = leaf(lambda r, shape: (r * 2).to(torch.int64)).group(REWARDS, FLAT)
+    assert ints.cont.dtype == torch.float32 and ints.cont.tolist() == [[2.0, 0.0], [0.0, 0.0]]
+    exact = torch.tensor([[0.1, -0.1], [0.0, 0.0]], dtype=torch.float64)
+    assert leaf(lambda r, shape: exact).group(REWARDS, FLAT).cont is exact  # a float tensor goes on as it is
+    flat = leaf(lambda r, shape: Credit(r.flatten() - 0.25, r.flatten() - 0.25, True)).group(REWARDS, FLAT)
+    assert flat.cont.shape == (2, 2) and flat.cont[0, 0].item() == 0.75  # as the loop took it before
+
+
 @pytest.mark.parametrize("result, error, message", [
+    (lambda r, s: None, TypeError, r"estimator 't_leaf' returned NoneType as its advantages: it returns numbers"),
+    (lambda r, s: "lots", TypeError, r"returned str as its advantages"),
+    (lambda r, s: [[1.0, None], [0.0, 0.0]], TypeError, r"returned list as its advantages, not numbers"),
     (lambda r, s: r.flatten(), ValueError, r"estimator 't_leaf' returned advantages of shape \(4,\) \(finite: True\) "
                                            r"for a group of shape \(2, 2\)"),
     (lambda r, s: r / 0, ValueError, r"\(finite: False\)"),
@@ -53,6 +65,9 @@ def test_a_tree_estimator_returns_prefix_and_continuation_and_a_fork_one_its_own
     assert BoundEstimator("t_fork", KINDS["fork"], lambda r, s: own).group(REWARDS, FLAT) is own
     with pytest.raises(TypeError, match=r"estimator 't_fork' \(kind 'fork'\) returned Tensor"):
         BoundEstimator("t_fork", KINDS["fork"], lambda r, s: r).group(REWARDS, FLAT)
+    with pytest.raises(ValueError, match=r"estimator 't_fork' returned continuation credit of shape \(2, 2\) \(finite: "
+                                         r"False\)"):
+        BoundEstimator("t_fork", KINDS["fork"], lambda r, s: Credit(r, r / 0, True)).group(REWARDS, FLAT)
 
 
 def test_the_framework_shifts_the_continuation_mass_on_the_options_behalf():
@@ -72,6 +87,29 @@ def test_the_framework_shifts_the_continuation_mass_on_the_options_behalf():
     plain = bind_estimator(ESTIMATORS["grpo"], compose_cfg(["+arm=stopped_tree", "profile=smoke",
                                                             "estimator=grpo"]).estimator)
     assert not plain.zero_mass and torch.equal(plain.group(REWARDS, shape).cont.flatten(), a)
+
+
+def test_an_option_that_takes_the_zero_mass_setting_itself_is_not_shifted_twice():
+    """An estimator written before `credit.kinds` that reads zero_cont_token_mass as an argument and shifts its own
+    credit: the framework leaves the shift to it (only an option that hands the setting over is shifted)."""
+    from rlvr_sweep.credit import grpo_advantages, zero_cont_token_mass
+
+    @ESTIMATORS.register("t_own_zero_mass", kind="leaf", reads=("eps", "zero_cont_token_mass"))
+    def own(rewards, shape, *, eps, zero_cont_token_mass):
+        adv = grpo_advantages(rewards.flatten(), eps=eps).view(rewards.shape)
+        credit = TreeCredit(adv.clone(), adv)
+        if zero_cont_token_mass:
+            credit = shift(credit, shape.prefix_len, shape.length)
+        return Credit(credit.prefix, credit.cont, True)
+
+    shift = zero_cont_token_mass
+    cfg = compose_cfg(["+arm=stopped_tree", "profile=smoke", "estimator=t_own_zero_mass",
+                       "estimator.zero_cont_token_mass=true"])
+    bound = bind_estimator(ESTIMATORS["t_own_zero_mass"], cfg.estimator)
+    shape = GroupShape(torch.tensor([2, 0]), torch.tensor([[2, 2], [0, 0]]), torch.tensor([[4, 2], [4, 4]]))
+    grpo = bind_estimator(ESTIMATORS["grpo"], compose_cfg(["+arm=stopped_tree", "profile=smoke", "estimator=grpo",
+                                                           "estimator.zero_cont_token_mass=true"]).estimator)
+    assert not bound.zero_mass and torch.equal(bound.group(REWARDS, shape).cont, grpo.group(REWARDS, shape).cont)
 
 
 def test_a_batch_estimator_gives_no_credit_until_its_update():

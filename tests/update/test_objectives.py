@@ -409,3 +409,8 @@ def test_a_flat_groups_engine_log_probs_meet_the_trainers_recompute():
     row = signals.row()
     assert signals.gap_tokens == sum(len(leaf.tokens) for leaf in group.leaves())
     assert row["logp_gap_max"] < 1e-4 and row["logp_gap_outside"] == 0.0
+    with pytest.raises(ValueError, match=r"the run's reward gave this group rewards that are not all finite "
+                                         r"\(\[1.0, nan, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0\]\)"):
+        score_group(group, lambda ids: "", "1", reward=lambda texts, gold, tokens: ([1.0, math.nan] + [1.0, 0.0] * 3,
+                                                                                     [1.0, 0.0] * 4),
+                    estimator=BoundEstimator("centred", KINDS["leaf"], lambda r, shape: r - r.mean()))

@@ -7,8 +7,9 @@ framework makes of what it returns (CONVENTIONS #23).
     batch  fn([rewards (K, B)], [shape], **settings) -> [advantages (K, B)]      every group of an update together
 
 The framework, not the estimator, decides a leaf, tree or batch group's activity (its rewards differ) and
-applies `estimator.zero_cont_token_mass` for an option that reads it (`Option.arguments` maps it to None: the
-framework applies it on the option's behalf). A fork estimator gates its own groups. A result of the wrong
+applies `estimator.zero_cont_token_mass` for a leaf or tree option that hands it over (reads it, with
+`arguments={"zero_cont_token_mass": None}`, as the built-in ones do; an option that takes it as an argument
+shifts its own credit). A fork estimator gates its own groups. A result of the wrong
 type, shape, or with a non-finite value is refused, naming the estimator. A leaf or tree estimator written
 before this convention, returning a `Credit`, is still taken, provided its activity is the framework's.
 
@@ -76,8 +77,22 @@ class Kind:
         raise NotImplementedError
 
 
-def _advantages(value, rewards: torch.Tensor, name: str, what: str, who: str = "estimator") -> torch.Tensor:
-    adv = torch.as_tensor(value, dtype=torch.float32) if not isinstance(value, torch.Tensor) else value
+def _advantages(value, rewards: torch.Tensor, name: str, what: str, who: str = "estimator",
+                flat_ok: bool = False) -> torch.Tensor:
+    """`value` as the group's (K, B) tensor: a float tensor kept as it is (bit for bit), numbers or an integer
+    tensor made float32; the wrong type, shape or a non-finite value refused, naming the estimator. `flat_ok`: a
+    flat (K * B,) tensor is viewed as (K, B) (an estimator written before `credit.kinds`, as the loop then took)."""
+    if value is None or isinstance(value, (str, bytes, dict)):
+        raise TypeError(f"{who} {name!r} returned {type(value).__name__} as its {what}: it returns numbers, one per "
+                        "rollout")
+    try:
+        adv = value if isinstance(value, torch.Tensor) else torch.as_tensor(value, dtype=torch.float32)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TypeError(f"{who} {name!r} returned {type(value).__name__} as its {what}, not numbers ({err})") from None
+    if not adv.is_floating_point():
+        adv = adv.to(torch.float32)
+    if flat_ok and adv.shape != rewards.shape and adv.numel() == rewards.numel():
+        adv = adv.view(rewards.shape)
     if adv.shape != rewards.shape or not torch.isfinite(adv).all():
         raise ValueError(f"{who} {name!r} returned {what} of shape {tuple(adv.shape)} (finite: "
                          f"{bool(torch.isfinite(adv).all())}) for a group of shape {tuple(rewards.shape)}")
@@ -92,8 +107,8 @@ def _legacy(result, rewards: torch.Tensor, name: str):
                          f"rewards {'differ' if differ else 'are all equal'} ({rewards.flatten().tolist()}): a leaf or "
                          "tree group is active exactly when its rewards differ (return bare advantages and the "
                          "framework decides)")
-    return Credit(_advantages(result.prefix, rewards, name, "prefix credit"),
-                  _advantages(result.cont, rewards, name, "continuation credit"), differ)
+    return Credit(_advantages(result.prefix, rewards, name, "prefix credit", flat_ok=True),
+                  _advantages(result.cont, rewards, name, "continuation credit", flat_ok=True), differ)
 
 
 class Leaf(Kind):
@@ -129,6 +144,8 @@ class Fork(Kind):
         if not isinstance(result, Credit):
             raise TypeError(f"estimator {name!r} (kind 'fork') returned {type(result).__name__}: it returns "
                              f"{self.returns}")
+        for what, value in (("prefix credit", result.prefix), ("continuation credit", result.cont)):
+            _advantages(value, rewards, name, what)  # checked; the estimator's own tensors go on as they are
         return result
 
 
@@ -179,7 +196,7 @@ class BoundEstimator:
                              f"groups: it must return {self.kind.returns}")
         out = []
         for r, adv in zip(rewards, advantages):
-            adv = _advantages(torch.as_tensor(adv, dtype=torch.float32), r, self.name, "advantages", "batch estimator")
+            adv = _advantages(adv, r, self.name, "advantages", "batch estimator").to(torch.float32)
             out.append(Credit(adv.clone(), adv, not is_homogeneous(r.flatten())))
         return out
 
@@ -188,5 +205,8 @@ def bind_estimator(option, group_cfg) -> BoundEstimator:
     """`option` (an `ESTIMATORS` entry) bound with the settings of `group_cfg` (the run's `estimator` group)."""
     if option.kind not in KINDS:
         raise ValueError(f"estimator {option.name!r} is of kind {option.kind!r}; the kinds are {sorted(KINDS)}")
-    zero_mass = ZERO_MASS in option.reads_of(group_cfg) and bool(getattr(group_cfg, ZERO_MASS, False))
+    # applied on the option's behalf only where it hands the setting over (`arguments` maps it to None): an
+    # option that takes it as an argument shifts its own credit
+    hands_over = ZERO_MASS in option.arguments and option.arguments[ZERO_MASS] is None and option.kind in ("leaf", "tree")
+    zero_mass = hands_over and ZERO_MASS in option.reads_of(group_cfg) and bool(getattr(group_cfg, ZERO_MASS, False))
     return BoundEstimator(option.name, KINDS[option.kind], option.bind(group_cfg), zero_mass)

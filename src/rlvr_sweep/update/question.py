@@ -58,7 +58,12 @@ def score_group(group: RolloutGroup, decode, gold: str, *, reward, estimator: Bo
     rewards, correct = reward(texts, gold, [list(leaf.tokens) for leaf in leaves])
     shape = (len(group.pairs), len(leaves) // len(group.pairs))
     r = torch.tensor(rewards).view(shape)
+    if not torch.isfinite(r).all():
+        raise ValueError(f"the run's reward gave this group rewards that are not all finite ({r.flatten().tolist()}): "
+                         "a reward is a number for every rollout")
     kl = penalty(group).view(shape) if penalty is not None else None
+    if kl is not None and not torch.isfinite(kl).all():
+        raise ValueError(f"the KL penalty (objective.kl_in=reward) of this group is not finite ({kl.flatten().tolist()})")
     credited = r if kl is None else r - kl
     return ScoredGroup(group, texts, r, torch.tensor(correct).view(shape), estimator.group(credited, GroupShape.of(group)), kl)
 

@@ -43,8 +43,11 @@ def replay_step(step_row: dict, pair_rows: pd.DataFrame, estimator=None) -> list
                            torch.tensor(pairs[["pl0", "pl1"]].astype(int).to_numpy(copy=True)),
                            torch.tensor(pairs[["l0", "l1"]].astype(int).to_numpy(copy=True)),
                            torch.tensor((pairs["category"] != "cf_no_fork").to_numpy(copy=True)))
-        cf = estimator.group(torch.tensor(pairs[["r0", "r1"]].astype(float).to_numpy(copy=True), dtype=torch.float32),
-                             shape).cf
+        try:
+            cf = estimator.group(torch.tensor(pairs[["r0", "r1"]].astype(float).to_numpy(copy=True),
+                                              dtype=torch.float32), shape).cf
+        except (TypeError, ValueError) as err:  # the plugin's estimator refuses its own group: named, no traceback
+            return [f"{where}: the run's estimator fails on replay ({err})"]
         if cf is None:
             return [f"{where}: the run's estimator gives this fork group no counterfactual credit on replay"]
     else:

@@ -117,7 +117,12 @@ def replay_run(run_dir, config: dict, steps: pd.DataFrame, rollouts: pd.DataFram
         credited = set()
         for update in _updates(steps):
             rewards, shapes = [rewards_of(s) for s in update], [_shape(pairs_of[s]) for s in update]
-            given = estimator.update(rewards, shapes, [estimator.group(r, sh) for r, sh in zip(rewards, shapes)])
+            try:
+                given = estimator.update(rewards, shapes, [estimator.group(r, sh) for r, sh in zip(rewards, shapes)])
+            except (TypeError, ValueError) as err:  # e.g. a missing reward: no finite credit re-derives
+                problems.append(f"{run_dir} steps {update}: their credit does not re-derive from their rewards ({err})")
+                credited.update(update)
+                continue
             for s, credit in zip(update, given):
                 compare(s, credit.prefix.flatten().tolist(), credit.cont.flatten().tolist())
                 credited.add(s)
