@@ -42,6 +42,7 @@ def test_every_objective_arm_verifies(objective_sweep):
     proc = cli("rlvr_sweep.verify", "all", str(objective_sweep))
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert "4/4 passes ok" in proc.stdout and f"{len(ARMS) * len(SEEDS)} finished runs" in proc.stdout
+    assert "updates' ratio, clip and engine-trainer gap signals held against their objective" in proc.stdout
 
 
 @pytest.mark.slow
