@@ -1,5 +1,5 @@
 """Plugins stage: a researcher's own code, named once, imported before anything is checked, and digested into
-the identity (`loading`, `files`, `chosen`, `errors`; what a plugin imports to register options: `rlvr_sweep.extend`).
+the identity (`loading`, `files`, `compiled`, `chosen`, `errors`; what a plugin imports to register options: `rlvr_sweep.extend`).
 
 A plugin is a module (on `PYTHONPATH` or installed), a `.py` file or a package folder that registers
 options (`@ESTIMATORS.register(...)`, `REWARDS`, `TASKS`, ...; docs/extending.md). It is named either in
@@ -27,14 +27,15 @@ frame of the project or a plugin (library frames skipped) that lies in a plugin'
 
 from rlvr_sweep.plugins.chosen import chosen_plugins, complete_params, resolve_plugins
 from rlvr_sweep.plugins.errors import PluginError, PluginFrame, plugin_frame
-from rlvr_sweep.plugins.files import PACKAGE_DIR, is_user_file
+from rlvr_sweep.plugins.roots import PACKAGE_DIR, is_user_file
 from rlvr_sweep.plugins.loaded import Loaded, entry_of, plugin_files
 from rlvr_sweep.plugins.loading import (
-    ENV, FILE_PREFIX, code_record, conf_dirs, environment_plugins, import_plugins, load_environment_plugins,
+    ENV, FILE_PREFIX, PluginCodeChanged, code_record, compiled_now, conf_dirs, environment_plugins, import_plugins,
+    load_environment_plugins, unrecorded_code,
 )
 
 __all__ = [
-    "ENV", "FILE_PREFIX", "PACKAGE_DIR", "Loaded", "PluginError", "PluginFrame", "chosen_plugins", "code_record",
-    "complete_params", "conf_dirs", "entry_of", "environment_plugins", "import_plugins", "is_user_file",
-    "load_environment_plugins", "plugin_files", "plugin_frame", "resolve_plugins",
+    "ENV", "FILE_PREFIX", "PACKAGE_DIR", "Loaded", "PluginCodeChanged", "PluginError", "PluginFrame", "chosen_plugins", "code_record",
+    "compiled_now", "complete_params", "conf_dirs", "entry_of", "environment_plugins", "import_plugins", "is_user_file",
+    "load_environment_plugins", "plugin_files", "plugin_frame", "resolve_plugins", "unrecorded_code",
 ]

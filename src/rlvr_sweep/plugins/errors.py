@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlvr_sweep.plugins.files import PACKAGE_DIR, is_user_file
+from rlvr_sweep.plugins.roots import PACKAGE_DIR, is_user_file
 from rlvr_sweep.plugins.loaded import plugin_files
 
 

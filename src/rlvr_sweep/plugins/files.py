@@ -1,42 +1,36 @@
-"""Which source files are plugin code: neither the package's, nor the standard library's, nor an installed
-library's; and the files one plugin's import brought in (its module, the modules first imported with it, and
-those its namespace refers to), each with the sha256 of its bytes.
+"""Which files are a plugin's code, each with the sha256 of its bytes (docs/extending.md, "Identity").
+
+A plugin entry's code is: the single file of a `.py` entry; every file under a package's folder (its
+modules, imported or not, and its data files; not `conf/`, which Hydra reads and the run's config records,
+nor `__pycache__`, hidden entries or README / LICENSE / CHANGELOG files); for a module installed as a
+distribution (not from a user folder), every file its RECORD lists (bytecode aside); and, followed through
+each user module found, the user modules it imports: statically (every `import` and `from ... import` in
+its source, inside functions too, so a lazy import counts before it runs), during its import, or as the home
+of a function or class its namespace holds. A module's sha256 is of the bytes it was compiled from
+(`compiled.COMPILED`), or of the file as read when it has not been compiled here yet.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib.machinery
 import os
-import site
 import sys
-import sysconfig
 import types
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # src/rlvr_sweep
+from rlvr_sweep.plugins.compiled import COMPILED
+from rlvr_sweep.plugins.roots import PACKAGE_DIR, is_user_file
+
+SKIPPED_DIRS = {"conf", "__pycache__"}  # under a plugin's folder: Hydra's config, bytecode
+SKIPPED_PREFIXES = ("README", "LICENSE", "CHANGELOG")  # documentation beside the code
 
 
-def _library_roots() -> tuple[str, ...]:
-    roots = {str(PACKAGE_DIR), str(PACKAGE_DIR.parent / "hydra_plugins")}
-    for scheme_paths in (sysconfig.get_paths(), sysconfig.get_paths(vars={"base": sys.base_prefix,
-                                                                          "platbase": sys.base_exec_prefix})):
-        roots |= {scheme_paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in scheme_paths}
-    try:
-        roots |= set(site.getsitepackages()) | {site.getusersitepackages()}
-    except AttributeError:  # a virtualenv's old site module
-        pass
-    return tuple(str(Path(r).resolve()) + os.sep for r in roots if r)
-
-
-_LIBRARY_ROOTS = _library_roots()
-
-
-def is_user_file(file) -> bool:
-    """A source file that is neither the package's nor the standard library's nor an installed library's."""
-    if not file or not str(file).endswith(".py"):
-        return False
+def sha256_of(file: str) -> str:
+    """The sha256 of the bytes `file` was compiled from in this process, else of its bytes now."""
     resolved = str(Path(file).resolve())
-    return not resolved.startswith(_LIBRARY_ROOTS)
+    return COMPILED.get(resolved) or hashlib.sha256(Path(resolved).read_bytes()).hexdigest()
 
 
 def _module_file(name: str) -> str | None:
@@ -60,22 +54,120 @@ def _referenced_modules(module: types.ModuleType) -> set[str]:
     return {m for m in out if m}
 
 
+def static_imports(file: str, module: str) -> set[str]:
+    """Every module name `file` (the source of `module`) imports anywhere, relative imports resolved; for
+    `from a import b` both `a` and `a.b` (b may be a submodule)."""
+    try:
+        tree = ast.parse(Path(file).read_bytes(), filename=file)
+    except (SyntaxError, ValueError, OSError):
+        return set()
+    package = module if Path(file).name == "__init__.py" else module.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".") if package else []
+                base_parts = parts[: len(parts) - node.level + 1] if node.level <= len(parts) else []
+                base = ".".join([*base_parts, *([node.module] if node.module else [])])
+            else:
+                base = node.module or ""
+            if base:
+                out.add(base)
+                out |= {f"{base}.{a.name}" for a in node.names if a.name != "*"}
+    return out
+
+
+def _find_file(name: str) -> str | None:
+    """The user source file of module `name`, found without importing anything new (None: not a user module)."""
+    known = _module_file(name)
+    if known is not None or name in sys.modules:
+        return known
+    parts = name.split(".")
+    parent = sys.modules.get(parts[0])
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(parts[0]) if parent is None else None
+    except (ImportError, ValueError):
+        return None
+    locations = list(getattr(parent, "__path__", None) or (spec.submodule_search_locations if spec else None) or [])
+    origin = getattr(parent, "__file__", None) if parent is not None else (spec.origin if spec else None)
+    for part in parts[1:]:
+        found = None
+        for folder in locations:
+            for candidate in (Path(folder) / part / "__init__.py", Path(folder) / f"{part}.py"):
+                if candidate.is_file():
+                    found = candidate
+                    break
+            if found:
+                break
+        if found is None:
+            return None
+        origin, locations = str(found), [str(found.parent)] if found.name == "__init__.py" else []
+    return str(Path(origin).resolve()) if origin and is_user_file(origin) else None
+
+
 def loaded_files(name: str, new: list[str]) -> dict[str, tuple[str, str]]:
-    """{module: (file, sha256)} of the entry's module, the modules first imported with it and those its
-    namespace refers to (followed through every user module found), user files only."""
+    """{key: (file, sha256)} of one entry's code (the module's docstring): module names for modules, and
+    `<package>:<path>` for the other files of a package's folder, `<distribution>==<version>:<path>` for an
+    installed distribution's."""
     todo, seen, files = [name, *sorted(new)], set(), {}
     while todo:
         module_name = todo.pop()
         if module_name in seen:
             continue
         seen.add(module_name)
-        file = _module_file(module_name)
+        file = _module_file(module_name) if module_name in sys.modules else _find_file(module_name)
         if file is None:
             continue
-        files[module_name] = (file, _file_sha256(file))
-        todo.extend(_referenced_modules(sys.modules[module_name]) - seen)
+        files[module_name] = (file, sha256_of(file))
+        if module_name in sys.modules:
+            todo.extend(_referenced_modules(sys.modules[module_name]) - seen)
+        todo.extend(static_imports(file, module_name) - seen)
+    files.update(_folder_files(name))
+    files.update(_distribution_files(name))
     return dict(sorted(files.items()))
 
 
-def _file_sha256(file: str) -> str:
-    return hashlib.sha256(Path(file).read_bytes()).hexdigest()
+def _folder_files(name: str) -> dict[str, tuple[str, str]]:
+    """Every file under a package entry's folder (the module docstring's exceptions aside)."""
+    init = _module_file(name)
+    if init is None or Path(init).name != "__init__.py":
+        return {}
+    folder, out = Path(init).parent, {}
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not (d in SKIPPED_DIRS and
+                                                                            (d == "__pycache__" or Path(root) == folder)))
+        for file_name in sorted(names):
+            if file_name.startswith(".") or file_name.startswith(SKIPPED_PREFIXES) or file_name.endswith(".pyc"):
+                continue
+            path = Path(root) / file_name
+            rel = path.relative_to(folder)
+            if file_name.endswith(".py"):
+                parts = [*rel.parent.parts] + ([] if file_name == "__init__.py" else [path.stem])
+                key = ".".join([name, *parts])
+            else:
+                key = f"{name}:{rel.as_posix()}"
+            out[key] = (str(path.resolve()), sha256_of(str(path)))
+    return out
+
+
+def _distribution_files(name: str) -> dict[str, tuple[str, str]]:
+    """An entry installed as a distribution (its files neither the package's nor a user's): every file its
+    RECORD lists, bytecode aside."""
+    module = sys.modules.get(name)
+    file = getattr(module, "__file__", None) if module is not None else None
+    if not isinstance(file, str) or is_user_file(file) or str(Path(file).resolve()).startswith(str(PACKAGE_DIR)):
+        return {}
+    from importlib import metadata
+
+    out = {}
+    for dist_name in metadata.packages_distributions().get(name.split(".")[0], []):
+        dist = metadata.distribution(dist_name)
+        for entry in dist.files or []:
+            if entry.suffix == ".pyc" or "__pycache__" in entry.parts or entry.name == "RECORD":
+                continue
+            path = Path(dist.locate_file(entry))
+            if path.is_file():
+                out[f"{dist_name}=={dist.version}:{entry.as_posix()}"] = (str(path.resolve()), sha256_of(str(path)))
+    return out

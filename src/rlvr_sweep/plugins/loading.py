@@ -14,7 +14,9 @@ from pathlib import Path
 
 from rlvr_sweep.config.rules import ConfigError
 from rlvr_sweep.plugins.errors import plugin_frame
-from rlvr_sweep.plugins.files import is_user_file, loaded_files
+from rlvr_sweep.plugins.compiled import COMPILED, file_from_spec, install
+from rlvr_sweep.plugins.files import loaded_files
+from rlvr_sweep.plugins.roots import is_user_file
 from rlvr_sweep.plugins.loaded import LOADED, Loaded
 
 ENV = "RLVR_SWEEP_PLUGINS"
@@ -35,7 +37,9 @@ def load_environment_plugins() -> list[str]:
 
 def import_plugins(entries: list[str], where: str | None = None) -> dict[str, Loaded]:
     """Import each entry (a module name, a `.py` file's path or a package folder's path) once per process;
-    a failure is a ConfigError naming the entry and what it raised."""
+    a failure is a ConfigError naming the entry and what it raised. User modules are compiled from the bytes
+    their digests are of from here on (`compiled.install`)."""
+    install()
     for entry in entries:
         if entry in LOADED:
             continue
@@ -76,7 +80,7 @@ def _import_file(name: str, file: Path, search: list[str] | None) -> str:
         if Path(getattr(known, "__file__", "") or "").resolve() == file:
             return name
         raise ImportError(f"a module named {name!r} is already imported from {getattr(known, '__file__', '?')}")
-    spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=search)
+    spec = file_from_spec(name, file, search)
     sys.modules[name] = module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return name
@@ -110,6 +114,36 @@ def code_record(entries: list[str]) -> dict | None:
     combined = hashlib.sha256("".join(f"{m}\0{sha}\n" for m, sha in digests.items()).encode()).hexdigest()
     return {"sha256": combined, "files": digests, "paths": {m: f for m, (f, _) in sorted(files.items())},
             "entries": list(entries), "modules": [loaded[e].module for e in entries]}
+
+
+class PluginCodeChanged(RuntimeError):
+    """Plugin code ran that the run's identity does not hold."""
+
+
+def compiled_now() -> set[str]:
+    """The user source files compiled in this process so far (`unrecorded_code`'s `before`)."""
+    return set(COMPILED)
+
+
+def unrecorded_code(record: dict | None, before: set[str]) -> list[str]:
+    """What of the user code compiled since `before` (`compiled_now()` at the run's start) the run's plugin
+    record (`code_record`) does not hold, or holds other bytes of: a module imported during the run by a name
+    the record could not follow (`importlib.import_module(computed)`), or a recorded file edited before its
+    first import. Empty when the code that ran is the code recorded."""
+    if record is None:
+        return []
+    paths = {str(Path(f).resolve()): key for key, f in (record.get("paths") or {}).items()}
+    shas = record.get("files") or {}
+    out = []
+    for file, sha in sorted(COMPILED.items()):
+        key = paths.get(file)
+        if key is not None and shas.get(key) != sha:
+            out.append(f"{key} ({file}) ran as other bytes than its recorded sha256 (edited before it was imported)")
+        elif key is None and file not in before:
+            out.append(f"{file} was imported during the run by a name its plugin's code does not spell out; "
+                       "import it at the plugin's top level or with a plain import statement, or keep it in the "
+                       "plugin's package folder")
+    return out
 
 
 def conf_dirs(entries: list[str] | None = None) -> list[Path]:

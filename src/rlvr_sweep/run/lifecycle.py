@@ -29,7 +29,7 @@ from transformers.utils import logging as hf_logging
 
 from rlvr_sweep import data, evaluation, store
 from rlvr_sweep.config import Config, paper_arm, scaled_length
-from rlvr_sweep.plugins import plugin_frame
+from rlvr_sweep.plugins import PluginCodeChanged, compiled_now, plugin_frame, unrecorded_code
 from rlvr_sweep.policy import load_policy
 from rlvr_sweep.reward import get_grader, grading
 from rlvr_sweep.rollout import static_engine, vllm_engine
@@ -81,7 +81,12 @@ def run_plan(p: Plan) -> dict:
                 if not resume:
                     loggers.log_config(store.config_dict(cfg))
                 body = _evaluate_checkpoint if cfg.task == "evaluate" else _train_and_evaluate
+                compiled = compiled_now()
                 info.update(body(cfg, policy, p.train_rows, p.eval_sets, run_dir, resume, loggers, identity))
+                unrecorded = unrecorded_code(identity.inputs.get("plugins"), compiled)
+                if unrecorded:  # its results would be credited to code that did not produce them
+                    raise PluginCodeChanged("the plugin code that ran is not the code the run's identity holds: "
+                                            + "; ".join(unrecorded))
                 info["status"] = "finished"
             except BaseException as err:
                 store.remove_temp_files(run_dir)  # free what can be freed first: on a full disk it is these

@@ -1,0 +1,157 @@
+"""What counts as a plugin's code, and that the code that ran is the code hashed (docs/extending.md, "Identity"):
+every file under a package plugin's folder (data files and modules imported lazily included), helpers it
+imports wherever they live and whatever the import order, an installed distribution's files, and the bytes a
+module was compiled from, never a stale bytecode cache. Each case runs in a fresh interpreter, as a launch does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tests.conftest import REPO
+
+RECORD = """
+import json, sys
+from rlvr_sweep.plugins import code_record, import_plugins
+first, _, named = sys.argv[1].rpartition("|")  # "a|b": a imported first, b recorded
+import_plugins([e for e in first.split(",") if e])
+entries = named.split(",")
+record = code_record(entries)
+out = {"sha256": record["sha256"], "files": record["files"]}
+if len(sys.argv) > 2:
+    import importlib
+    module, function = sys.argv[2].rsplit(".", 1)
+    out["value"] = getattr(importlib.import_module(module), function)()
+print(json.dumps(out))
+"""
+
+
+def record(tmp_path: Path, entries: list[str], call: str | None = None, path: list[Path] = ()) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), *map(str, path)])}
+    proc = subprocess.run([sys.executable, "-c", RECORD, ",".join(entries), *([call] if call else [])],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_a_data_file_and_a_lazily_imported_module_in_the_folder_are_code(tmp_path):
+    pkg = tmp_path / "lenpen"
+    write(pkg / "__init__.py", "def value():\n    from lenpen import lazy\n    return lazy.COEF\n")
+    write(pkg / "lazy.py", "COEF = 1\n")
+    table = write(pkg / "tables" / "weights.json", '{"w": 1}\n')
+    write(pkg / "conf" / "arm" / "mine.yaml", "arm: mine\n")  # Hydra's: the run's config records it
+    write(pkg / "README.md", "# mine\n")
+    before = record(tmp_path, [str(pkg)])
+    assert sorted(before["files"]) == ["lenpen", "lenpen.lazy", "lenpen:tables/weights.json"]
+    table.write_text('{"w": 2}\n')
+    write(pkg / "README.md", "# mine, edited\n")
+    after = record(tmp_path, [str(pkg)])
+    assert after["sha256"] != before["sha256"] and after["files"]["lenpen"] == before["files"]["lenpen"]
+    (pkg / "lazy.py").write_text("COEF = 2\n")
+    assert record(tmp_path, [str(pkg)])["files"]["lenpen.lazy"] != after["files"]["lenpen.lazy"]
+
+
+def test_a_helper_imported_inside_a_function_elsewhere_is_code_in_any_import_order(tmp_path):
+    helpers = tmp_path / "shared"
+    write(helpers / "penalties.py", "COEF = 0.5\n")
+    a = write(tmp_path / "a.py", "from penalties import COEF\n")
+    b = write(tmp_path / "b.py", "def reward():\n    from penalties import COEF\n    return COEF\n")
+    alone = record(tmp_path, [str(b)], path=[helpers])
+    after_a = record(tmp_path, [f"{a}|{b}"], path=[helpers])  # a imported penalties before b was imported
+    assert sorted(alone["files"]) == sorted(after_a["files"]) == ["penalties", "rlvr_sweep_plugin_b"]
+    assert after_a["sha256"] == alone["sha256"]
+
+
+def test_the_bytes_that_ran_are_the_bytes_hashed_even_with_a_stale_bytecode_cache(tmp_path):
+    """Two versions of a module with the same size and modification time (what `cp -p`, `tar x` and `rsync -t`
+    make): Python's cache check passes, yet the new source is what runs and what is recorded."""
+    pkg = tmp_path / "sized"
+    write(pkg / "__init__.py", "")
+    module = write(pkg / "reward.py", "def value():\n    return 'old'\n")
+    stamp = module.stat().st_mtime_ns
+    writing = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    subprocess.run([sys.executable, "-c", "import sized.reward"], cwd=tmp_path, check=True,
+                   env={**writing, "PYTHONPATH": str(tmp_path)})  # writes __pycache__/reward.*.pyc
+    assert list((pkg / "__pycache__").glob("reward.*.pyc"))
+    module.write_text("def value():\n    return 'new'\n")
+    os.utime(module, ns=(stamp, stamp))
+    got = record(tmp_path, ["sized"], "sized.reward.value", path=[tmp_path])
+    import hashlib
+
+    assert got["value"] == "new" and got["files"]["sized.reward"] == hashlib.sha256(module.read_bytes()).hexdigest()
+
+
+def test_an_installed_distribution_is_its_recorded_files(tmp_path, monkeypatch):
+    """A plugin installed (not from a user folder): every file its RECORD lists, so a new build is new code."""
+    site = tmp_path / "site"
+    write(site / "lenplug" / "__init__.py", "COEF = 1\n")
+    info = site / "lenplug-1.0.dist-info"
+    write(info / "METADATA", "Metadata-Version: 2.1\nName: lenplug\nVersion: 1.0\n")
+    write(info / "top_level.txt", "lenplug\n")
+    write(info / "RECORD", "lenplug/__init__.py,,\nlenplug-1.0.dist-info/METADATA,,\nlenplug-1.0.dist-info/RECORD,,\n")
+    script = (f"import sys; sys.path.insert(0, {str(site)!r})\n"
+              "from rlvr_sweep.plugins import roots\n"
+              f"roots._LIBRARY_ROOTS = roots._LIBRARY_ROOTS + ({str(site.resolve()) + os.sep!r},)\n" + RECORD)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+
+    def digest():
+        proc = subprocess.run([sys.executable, "-c", script, "lenplug"], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    first = digest()
+    assert sorted(first["files"]) == ["lenplug==1.0:lenplug-1.0.dist-info/METADATA", "lenplug==1.0:lenplug/__init__.py"]
+    (site / "lenplug" / "__init__.py").write_text("COEF = 2\n")
+    assert digest()["sha256"] != first["sha256"]
+
+
+def test_the_shipped_examples_keep_their_digests():
+    """The rule covers what the examples always held (their folders hold no data file): their runs keep their
+    identities across the change."""
+    got = record(REPO, [str(REPO / "examples" / "clip_lenpen")])
+    assert sorted(got["files"]) == ["clip_lenpen", "clip_lenpen.estimators", "clip_lenpen.rewards"]
+
+
+def test_code_imported_during_the_run_by_a_computed_name_fails_the_run_loudly(tmp_path, monkeypatch):
+    """A reward that imports a helper by a name built at run time: no record could follow it, so the run that ran
+    it is recorded as failed, naming the file, rather than credited to code that did not produce it."""
+    import pytest
+
+    from rlvr_sweep import store
+    from rlvr_sweep.plugins import PluginCodeChanged
+    from rlvr_sweep.run import run
+    from tests.helpers import compose_cfg
+
+    helpers = tmp_path / "elsewhere"
+    write(helpers / "hidden_coef.py", "COEF = 0.0\n")
+    monkeypatch.syspath_prepend(str(helpers))
+    plugin = write(tmp_path / "computed_import.py", '''
+        import importlib
+
+        from rlvr_sweep.extend import REWARDS, score_rollouts
+
+
+        @REWARDS.register("t_computed_import", receives=("extract",))
+        def computed(texts, gold, *, grade, extract):
+            coef = importlib.import_module("hidden_" + "coef").COEF
+            rewards, correct = score_rollouts(texts, gold, None, grade, extract)
+            return [r - coef for r in rewards], correct
+        ''')
+    cfg = compose_cfg(["+arm=ra_flat", "profile=smoke", "train.steps=1", "eval.limit=2", f"plugins=[{plugin}]",
+                       "reward.name=t_computed_import", "reward.gate_chars=null",
+                       f"run.out_root={tmp_path / 'runs'}"])
+    with pytest.raises(PluginCodeChanged, match=r"hidden_coef.py was imported during the run by a name its plugin's "
+                                                r"code does not spell out"):
+        run(cfg)
+    info = store.read_run_json(next(d for d in (tmp_path / "runs").glob("*/*/h*") if d.is_dir()))
+    assert info["status"] == "failed" and "hidden_coef.py" in info["error"]
