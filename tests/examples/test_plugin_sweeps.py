@@ -63,7 +63,10 @@ def test_a_token_reward_sweep_is_incomplete_without_its_code_and_verifies_with_i
     assert passes(plain) == {"1": "INCOMPLETE", "2": "ok", "3": "ok", "4": "ok"}
     assert plain.stdout.count("rollout rewards come from plugin reward 'token_len_penalty' and were not re-derived") == 3
     assert "incomplete: PASS 1 (plugin code not imported: --plugins re-derives it)" in plain.stdout
-    opted = verify(tmp_path, "--plugins")
+    refused = verify(tmp_path, "--plugins")  # its folder named nowhere: nothing imported, and said so
+    assert refused.returncode == EXIT_INCOMPLETE and "lies outside the places named for plugins" in refused.stdout
+    assert "--plugins was given: the lines above say why" in refused.stdout
+    opted = verify(tmp_path, "--plugins", example)
     assert opted.returncode == 0, opted.stdout + opted.stderr
     assert "PASS 1 ok: 3 finished runs; 96 grades and 192 rollout rewards regraded; 24 step stds" in opted.stdout
     info = json.loads(next((tmp_path / "runs").glob("smoke/token_penalty/*/run.json")).read_text())
@@ -80,12 +83,12 @@ def test_the_example_task_sweeps_tabulates_reports_and_verifies(tmp_path):
     assert tables.returncode == 0, tables.stderr
     assert "benchmarks ['countdown_heldout']" in tables.stdout and "| countdown_grpo |" in tables.stdout
     report = command("rlvr_sweep.analysis", "report", str(tmp_path / "runs"), "--out", str(tmp_path / "r.html"),
-                     "--plugins", cwd=tmp_path)
+                     "--plugins", example, cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     html = (tmp_path / "r.html").read_text()
     assert "countdown_heldout" in html and "every pass ok" in html
     assert verify(tmp_path).returncode == EXIT_INCOMPLETE
-    opted = verify(tmp_path, "--plugins", "--tables", str(tmp_path / "tables"))
+    opted = verify(tmp_path, "--tables", str(tmp_path / "tables"), "--plugins", example)
     assert opted.returncode == 0, opted.stdout + opted.stderr
     assert "PASS 1 ok: 3 finished runs; 96 grades and 192 rollout rewards regraded; 24 step stds" in opted.stdout
 

@@ -1,22 +1,39 @@
-"""`verify --plugins` imports a run's plugins only when their code is the code the run recorded (CONVENTIONS #20):
-a plugin edited since the run is named, module and both digests, and nothing is re-derived with it."""
+"""`verify --plugins` imports a run's plugins only when their code is the code the run recorded (CONVENTIONS #20),
+and checks that before anything runs: every recorded file must lie in a place the user named (after `--plugins`,
+in RLVR_SWEEP_PLUGINS or on PYTHONPATH), be there with its recorded sha256, and a package's folder must hold no
+file the record lacks; a crafted record is refused with no code executed and `sys.path` left as it was."""
 
 from __future__ import annotations
 
-from rlvr_sweep.plugins import code_record
-from rlvr_sweep.verify.plugin_runs import load
+import sys
+
+import pytest
+
+from rlvr_sweep.plugins import ENV, code_record
+from rlvr_sweep.verify.plugin_runs import load, trust
 
 PLUGIN = ("from rlvr_sweep.reward import REWARDS\n\n\n"
           "@REWARDS.register('t_verify_half')\n"
           "def half(texts, gold, *, grade):\n"
           "    return [0.5] * len(texts), [True] * len(texts)\n")
+CONFIG = {"reward": {}, "profile": {"length_scale": 1.0}}
+
+
+@pytest.fixture(autouse=True)
+def nothing_trusted(monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setenv("PYTHONPATH", "")
+    trust([])
+    yield
+    trust([])
 
 
 def test_a_run_s_plugin_is_imported_only_with_the_code_it_recorded(tmp_path):
     plugin = tmp_path / "t_verify_half.py"
     plugin.write_text(PLUGIN)
     record = {**code_record([str(plugin)]), "options": {"reward.name": "t_verify_half"}}
-    config = {"plugins": [str(plugin)], "reward": {}, "profile": {"length_scale": 1.0}}
+    config = {"plugins": [str(plugin)], **CONFIG}
+    trust([tmp_path])
     rules, why = load({"inputs": {"plugins": record}}, config, "baseline")
     assert why is None and rules.reward(["a", "b"], ["1", "2"], None) == ([0.5, 0.5], [True, True])
     module = "rlvr_sweep_plugin_t_verify_half"
@@ -25,4 +42,74 @@ def test_a_run_s_plugin_is_imported_only_with_the_code_it_recorded(tmp_path):
     rules, why = load({"inputs": {"plugins": edited}}, config, "baseline")
     assert rules is None
     assert why == (f"the plugin code at hand is not the code the run recorded: {module} (recorded 000000000000, "
-                   f"now {now[:12]})")
+                   f"now {now[:12]}); nothing imported")
+
+
+HOSTILE = "import pathlib\npathlib.Path({marker!r}).write_text('ran')\n"
+
+
+def hostile_run(tmp_path, name="t_hostile"):
+    """A results folder whose run.json names a file of its own, with that file's true digest."""
+    evil = tmp_path / "results" / f"{name}.py"
+    evil.parent.mkdir(parents=True, exist_ok=True)
+    marker = tmp_path / "executed"
+    evil.write_text(HOSTILE.format(marker=str(marker)))
+    import hashlib
+
+    module = f"rlvr_sweep_plugin_{name}"
+    record = {"sha256": "x", "files": {module: hashlib.sha256(evil.read_bytes()).hexdigest()},
+              "paths": {module: str(evil)}, "entries": [str(evil)], "modules": [module],
+              "options": {"reward.name": name}}
+    return {"inputs": {"plugins": record}}, {"plugins": [str(evil)], **CONFIG}, marker
+
+
+def test_a_crafted_results_folder_runs_no_code_on_the_readers_machine(tmp_path):
+    info, config, marker = hostile_run(tmp_path)
+    path_before = list(sys.path)
+    rules, why = load(info, config, "baseline")
+    assert rules is None and not marker.exists() and sys.path == path_before
+    assert "lies outside the places named for plugins (after --plugins, in RLVR_SWEEP_PLUGINS or on PYTHONPATH): " \
+           "nothing imported" in why
+
+
+def test_a_file_new_in_a_plugin_folder_is_refused_before_import(tmp_path):
+    pkg = tmp_path / "t_folder_plugin"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(PLUGIN.replace("t_verify_half", "t_folder_half"))
+    record = {**code_record([str(pkg)]), "options": {"reward.name": "t_folder_half"}}
+    marker = tmp_path / "executed"
+    (pkg / "later.py").write_text(HOSTILE.format(marker=str(marker)))
+    trust([tmp_path])
+    rules, why = load({"inputs": {"plugins": record}}, {"plugins": [str(pkg)], **CONFIG}, "baseline")
+    assert rules is None and not marker.exists()
+    assert why == (f"the plugin code at hand is not the code the run recorded: t_folder_plugin.later is new in {pkg}; "
+                   "nothing imported")
+
+
+@pytest.mark.parametrize("plugins, files", [([], None), (None, None), ([3], None), (["x.py"], "bad")])
+def test_an_empty_or_malformed_plugin_setting_or_record_is_one_line(tmp_path, plugins, files):
+    info, config, marker = hostile_run(tmp_path)
+    config = {**config, "plugins": plugins} if plugins != ["x.py"] else config
+    if files is not None:
+        info["inputs"]["plugins"]["files"] = files
+    rules, why = load(info, config, "baseline")
+    assert rules is None and not marker.exists()
+    assert ("names no plugin to import" in why) if plugins != ["x.py"] else ("record (files and paths) is missing "
+                                                                           "or malformed" in why)
+
+
+def test_a_dotted_module_leaves_sys_path_as_it_was(tmp_path):
+    root = tmp_path / "lib"
+    (root / "t_dotted_pkg").mkdir(parents=True)
+    (root / "t_dotted_pkg" / "__init__.py").write_text("")
+    (root / "t_dotted_pkg" / "rewards.py").write_text(PLUGIN.replace("t_verify_half", "t_dotted_half"))
+    sys.path.insert(0, str(root))
+    try:
+        record = {**code_record(["t_dotted_pkg.rewards"]), "options": {"reward.name": "t_dotted_half"}}
+    finally:
+        sys.path.remove(str(root))
+    trust([root])
+    before = list(sys.path)
+    rules, why = load({"inputs": {"plugins": record}}, {"plugins": ["t_dotted_pkg.rewards"], **CONFIG}, "baseline")
+    assert why is None and rules.reward(["a"], ["1"], None) == ([0.5], [True])
+    assert sys.path == before

@@ -75,9 +75,9 @@ def _parser() -> argparse.ArgumentParser:
         elif name == "report":
             p.add_argument("--out", required=True, help="the HTML file to write (e.g. outputs/report.html)")
             p.add_argument("--no-verify", action="store_true", help="leave out the `verify all` verdict")
-            p.add_argument("--plugins", action="store_true",
+            p.add_argument("--plugins", nargs="*", default=None, metavar="DIR",
                            help="the verdict imports the runs' recorded plugins to re-derive what they decided "
-                                "(`verify all --plugins`)")
+                                "(`verify all --plugins [DIR ...]`)")
         else:
             p.add_argument("--out", required=True, help="output folder")
         p.add_argument("--profile", default=None, help="only this profile's runs (smoke, paper, ...)")

@@ -67,7 +67,7 @@ LONG_WORD = 16  # characters of a word from which a cell may break inside its wo
 
 
 def write_report(sweep: Sweep, root, out, *, verify: bool = True, n_resamples: int = 4000, seed: int = 0,
-                 progress=print, plugins: bool = False, contrasts=None, baseline: str | None = None) -> Path:
+                 progress=print, plugins=None, contrasts=None, baseline: str | None = None) -> Path:
     """Build every section (module docstring) and write the page to `out`; returns its path. `plugins`: the
     verdict re-derives what the runs' plugins decided (`verify all --plugins`); `contrasts`, `baseline`: Table
     2B's declared rows and baseline arm (`build_tables`), the baseline also the configs section's."""
@@ -142,14 +142,20 @@ def _code_line(sweep: Sweep) -> str:
     return "code: " + "; ".join(f"{label} ({n} runs)" for label, n in sorted(counts.items()))
 
 
-def _verify(root, progress, plugins: bool = False) -> list[dict]:
+def _places(plugins) -> list[str]:
+    """The folders named after `report --plugins` (True: none named)."""
+    return [str(p) for p in plugins] if isinstance(plugins, (list, tuple)) else []
+
+
+def _verify(root, progress, plugins=None) -> list[dict]:
     """`verify all ROOT` run as its own command (the verifier rebuilds what analysis builds, so it stands
     above this stage), its verdict read back from its `--json` file."""
     progress("verify all ...")
     with tempfile.TemporaryDirectory(prefix="rlvr_report_") as scratch:
         verdict = Path(scratch) / "verify.json"
         proc = subprocess.run([sys.executable, "-m", "rlvr_sweep.verify", "all", str(root), "--json", str(verdict),
-                               *(["--plugins"] if plugins else [])], capture_output=True, text=True)
+                               *(["--plugins", *_places(plugins)] if plugins is not None and plugins is not False else [])],
+                              capture_output=True, text=True)
         for line in proc.stdout.splitlines():
             if line.startswith(("PASS", "==")):
                 progress(line)

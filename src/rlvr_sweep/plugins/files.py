@@ -134,7 +134,12 @@ def _folder_files(name: str) -> dict[str, tuple[str, str]]:
     init = _module_file(name)
     if init is None or Path(init).name != "__init__.py":
         return {}
-    folder, out = Path(init).parent, {}
+    return folder_files(Path(init).parent, name)
+
+
+def folder_files(folder: Path, name: str) -> dict[str, tuple[str, str]]:
+    """{key: (file, sha256)} of every file under package `name`'s `folder` (found without importing it)."""
+    out = {}
     for root, dirs, names in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not (d in SKIPPED_DIRS and
                                                                             (d == "__pycache__" or Path(root) == folder)))

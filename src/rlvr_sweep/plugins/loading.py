@@ -151,13 +151,13 @@ def conf_dirs(entries: list[str] | None = None) -> list[Path]:
     package's own; found without importing the plugin (Hydra's search path, `hydra_plugins`)."""
     out = []
     for entry in environment_plugins() if entries is None else entries:
-        folder = _entry_folder(entry)
+        folder = entry_folder(entry)
         if folder is not None and (folder / "conf").is_dir():
             out.append((folder / "conf").resolve())
     return list(dict.fromkeys(out))
 
 
-def _entry_folder(entry: str) -> Path | None:
+def entry_folder(entry: str) -> Path | None:
     path = Path(entry).expanduser()
     if entry.endswith(".py"):
         return path.parent

@@ -33,3 +33,8 @@ def is_user_file(file) -> bool:
         return False
     resolved = str(Path(file).resolve())
     return not resolved.startswith(_LIBRARY_ROOTS)
+
+
+def in_library(path) -> bool:
+    """`path` lies in the package's folder, the standard library's or an installed library's."""
+    return str(Path(path).resolve()).startswith(_LIBRARY_ROOTS)

@@ -98,15 +98,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default=None, metavar="FILE",
                    help="also write the verdict as JSON: {root, passes: [{name, ok, verdict, summary, problems, "
                         "unchecked, seconds}]}")
-    p.add_argument("--plugins", action="store_true",
-                   help="import the plugins each run's run.json names (only when their code's sha256 is the recorded "
-                        "one) to re-derive what they decided; without it such parts are reported, not checked")
+    p.add_argument("--plugins", nargs="*", default=None, metavar="DIR",
+                   help="import the plugins each run's run.json names to re-derive what they decided, from the folders "
+                        "named here, RLVR_SWEEP_PLUGINS or PYTHONPATH, each file checked against its recorded sha256 "
+                        "before anything is imported; without it such parts are reported, not checked")
     p = sub.add_parser("regrade", help="recompute stored grades and rewards; exit 1 on disagreement")
     p.add_argument("output_dir", help="one run folder or a sweep root")
     p.add_argument("--all", action="store_true", help="include unfinished runs (no DONE marker)")
     p.add_argument("--grader", default=FROM_RUN, choices=[FROM_RUN, *graders.GRADERS],
                    help="grader to regrade with (default: each run's configured grader.name)")
-    p.add_argument("--plugins", action="store_true",
+    p.add_argument("--plugins", nargs="*", default=None, metavar="DIR",
                    help="import each run's recorded plugins to re-derive what they decided (see `all --plugins`)")
     p = sub.add_parser("compare", help="baseline vs math_verify on the benchmarks' gold answers")
     p.add_argument("--data-root", default=None,
@@ -128,14 +129,14 @@ def _run_regrade(args) -> int:
     root = Path(args.output_dir)
     results = []
     for run_dir in find_runs(root, finished_only=not args.all):
-        results.append(regrade_run(run_dir, _label(run_dir, root), args.grader, plugins=args.plugins))
+        results.append(regrade_run(run_dir, _label(run_dir, root), args.grader, plugins=_opted_in(args)))
         _print(format_run(results[-1]))
     total = _total(root, results)
     n = len(total["disagreements"])
     left = sum(len(r.get("unchecked", ())) for r in results)
     print(f"== total: {len(results)} run(s), {total['checked']} checked, {total['agree']} agree "
           f"({_fmt_pct(total['agreement_pct'])}), {n} disagreement(s)"
-          + (f", {left} part(s) not re-derived (plugin code: --plugins)" if left else ""))
+          + (f", {left} part(s) not re-derived ({_plugin_advice(args)})" if left else ""))
     if not total["checked"]:
         print("   note: nothing was checked (see the notes above)")
     return EXIT_DISAGREE if n else EXIT_INCOMPLETE if left or not total["checked"] else EXIT_OK
@@ -147,7 +148,7 @@ def _run_all(args) -> int:
                        f"`python -m rlvr_sweep.analysis tables {args.output_dir} --out DIR` first)")
     started = time.perf_counter()
     results = run_all(args.output_dir, args.tables, echo=lambda r: _print(r.lines()), margin_items=args.margin_items,
-                      device=args.device, plugins=args.plugins)
+                      device=args.device, plugins=_opted_in(args))
     seconds = time.perf_counter() - started
     failed = [r.name for r in results if not r.ok]
     incomplete = [r.name for r in results if r.ok and not r.complete]
@@ -158,9 +159,25 @@ def _run_all(args) -> int:
     done = len(results) - len(failed) - len(incomplete)
     print(f"== verify all: {done}/{len(results)} passes ok "
           f"({seconds:.1f}s; PASS 2 ran beside PASS 1)" + (f"; failed: {', '.join(failed)}" if failed else "")
-          + (f"; incomplete: {', '.join(incomplete)} (plugin code not imported: --plugins re-derives it)"
-             if incomplete else ""))
+          + (f"; incomplete: {', '.join(incomplete)} ({_plugin_advice(args)})" if incomplete else ""))
     return EXIT_DISAGREE if failed else EXIT_INCOMPLETE if incomplete else EXIT_OK
+
+
+def _opted_in(args) -> bool:
+    """`--plugins` given (with or without folders): the folders are trusted for this command's imports."""
+    if args.plugins is None:
+        return False
+    from rlvr_sweep.verify.plugin_runs import trust
+
+    trust(args.plugins)
+    return True
+
+
+def _plugin_advice(args) -> str:
+    """What to do about parts left unchecked: pass --plugins, or (already given) read why each run's was refused."""
+    if args.plugins is None:
+        return "plugin code not imported: --plugins re-derives it"
+    return "plugin code not imported for some runs although --plugins was given: the lines above say why"
 
 
 def main(argv=None) -> int:

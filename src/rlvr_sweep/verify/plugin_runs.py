@@ -14,6 +14,7 @@ its profile), task and grader.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -21,7 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr_sweep.config import ConfigError, EstimatorConfig, RewardConfig, scaled_length
-from rlvr_sweep.plugins import FILE_PREFIX, code_record, import_plugins
+from rlvr_sweep.plugins import FILE_PREFIX, code_record, environment_plugins, import_plugins
+from rlvr_sweep.plugins.files import folder_files, sha256_of
+from rlvr_sweep.plugins.loading import entry_folder
+from rlvr_sweep.plugins.roots import in_library
 from rlvr_sweep.data import MATH, TASKS, benchmark_task
 from rlvr_sweep.reward import REWARDS, Answering, answering, shaped
 
@@ -61,15 +65,82 @@ class Rules:
     estimator: object | None = None  # the run's `credit.BoundEstimator`, bound as the run bound it
 
 
+TRUSTED: list[Path] = []  # the folders named after --plugins (`trust`)
+
+
+def trust(places) -> None:
+    """The folders (or files) the user named after `--plugins`: besides the environment's plugins, PYTHONPATH
+    and installed libraries, the only places a run's recorded plugin code is imported from."""
+    TRUSTED[:] = [Path(p).expanduser().resolve() for p in places or ()]
+
+
+def trusted_places() -> list[Path]:
+    """Where plugin code may be imported from for a run: the places named after `--plugins`, the entries of
+    RLVR_SWEEP_PLUGINS (a package's folder, a `.py` file), the folders on PYTHONPATH. Never a results folder,
+    unless the user names it."""
+    out = list(TRUSTED)
+    for entry in environment_plugins():
+        folder = entry_folder(entry)
+        if entry.endswith(".py"):
+            out.append(Path(entry).expanduser().resolve())
+        elif folder is not None:
+            out.append(folder.resolve())
+    out += [Path(p).resolve() for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return out
+
+
+def _inside(path: Path, places: list[Path]) -> bool:
+    return in_library(path) or any(path == place or place in path.parents for place in places)
+
+
+def recorded_code_problem(record: dict) -> str | None:
+    """Why a run's recorded plugin code may not be imported, checked before any of it runs: every recorded file
+    lies in a trusted place (`trusted_places`), is there, and has its recorded sha256; a package's folder holds
+    no file the record lacks. None when it may."""
+    files, paths = record.get("files"), record.get("paths")
+    if not isinstance(files, dict) or not isinstance(paths, dict) or not files or set(files) != set(paths) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in [*files.items(), *paths.items()]):
+        return "its run.json's plugin record (files and paths) is missing or malformed: nothing imported"
+    places = trusted_places()
+    for key, path in sorted(paths.items()):
+        file = Path(path).resolve()
+        if not _inside(file, places):
+            return (f"its plugin file {path} ({key}) lies outside the places named for plugins (after --plugins, in "
+                    "RLVR_SWEEP_PLUGINS or on PYTHONPATH): nothing imported; name its folder to re-derive with it")
+        if not file.is_file():
+            return f"its plugin file {path} ({key}) is not there any more: nothing imported"
+        now = sha256_of(str(file))
+        if now != files[key]:
+            return (f"the plugin code at hand is not the code the run recorded: {key} (recorded {files[key][:12]}, now "
+                    f"{now[:12]}); nothing imported")
+    for key, path in sorted(paths.items()):
+        if Path(path).name == "__init__.py" and ":" not in key:
+            extra = sorted(set(folder_files(Path(path).parent, key)) - set(files))
+            if extra:
+                return (f"the plugin code at hand is not the code the run recorded: {extra[0]} is new in "
+                        f"{Path(path).parent}; nothing imported")
+    return None
+
+
 def load(info: dict, config: dict, grader: str) -> tuple[Rules | None, str | None]:
-    """(rules, None) with the run's plugins imported and their code the recorded code, else (None, why)."""
+    """(rules, None) with the run's plugins imported and their code the recorded code, else (None, why). The
+    recorded files are checked before anything is imported (`recorded_code_problem`), and `sys.path` is as it
+    was afterwards."""
     record = info["inputs"]["plugins"]
-    entries = [e for e in (config.get("plugins") or []) if isinstance(e, str)]
+    named = config.get("plugins") if isinstance(config, dict) else None
+    if not isinstance(named, list) or not named or not all(isinstance(e, str) and e for e in named):
+        return None, (f"its config.yaml's plugins setting ({named!r}) names no plugin to import, though run.json "
+                      "records plugin code: nothing imported")
+    why = recorded_code_problem(record) if isinstance(record, dict) else "its run.json's plugin record is malformed"
+    if why is not None:
+        return None, why
+    modules = record.get("modules") if isinstance(record.get("modules"), list) else [None] * len(named)
     try:
-        resolved = [_importable(entry, module, record) for entry, module in
-                    zip(entries, record.get("modules") or [None] * len(entries))]
-        import_plugins(resolved)
-        now = code_record(resolved)
+        resolved = [_importable(entry, module, record) for entry, module in zip(named, modules)]
+        with _on_path([root for _, root in resolved]):
+            entries = [entry for entry, _ in resolved]
+            import_plugins(entries)
+            now = code_record(entries)
     except ConfigError as err:
         return None, f"its plugins cannot be imported ({err})"
     recorded = record.get("files") or {}
@@ -124,20 +195,29 @@ def bound_estimator(option, group: dict | None):
     return bind_estimator(option, _group_config(EstimatorConfig, group))
 
 
-def _importable(entry: str, module: str | None, record: dict) -> str:
-    """The entry to import: the file the run recorded for its module when it is still there, else as named."""
-    path = (record.get("paths") or {}).get(module) if module else None
+def _importable(entry: str, module: str | None, record: dict) -> tuple[str, str | None]:
+    """(the entry to import, a folder to put on sys.path while it is imported, or None): the file the run recorded
+    for its module when it is still there, else as named."""
+    path = (record.get("paths") or {}).get(module) if isinstance(module, str) else None
     if not path or not os.path.isfile(path):
-        return entry
+        return entry, None
     if module.startswith(FILE_PREFIX):
-        return path
+        return path, None
     if Path(path).name == "__init__.py" and Path(path).parent.name == module:
-        return str(Path(path).parent)  # a package folder named as such
+        return str(Path(path).parent), None  # a package folder named as such
     depth = module.count(".") + (1 if Path(path).name == "__init__.py" else 0)
-    root = Path(path).parents[depth]
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))  # where the run found the module
-    return module
+    return module, str(Path(path).parents[depth])  # where the run found the module
+
+
+@contextlib.contextmanager
+def _on_path(roots: list[str | None]):
+    """The roots first on sys.path while the plugins are imported; sys.path as it was afterwards."""
+    before = list(sys.path)
+    sys.path[:0] = [r for r in dict.fromkeys(roots) if r and r not in sys.path]
+    try:
+        yield
+    finally:
+        sys.path[:] = before
 
 
 def _bound_reward(name: str, config: dict, grader: str, task_name: str | None):
