@@ -314,6 +314,47 @@ def test_every_call_is_bounded_by_its_own_limit_under_concurrent_hostile_load():
     assert [r for r, _ in timed] == [False] * 8 and max(e for _, e in timed) < FAST_BOUND_S
 
 
+@pytest.mark.slow
+def test_first_calls_on_a_cold_pool_are_bounded_by_their_limits_once_a_child_is_ready(monkeypatch):
+    """8 hostile and 8 easy answers called at once on a pool that has not started (a new process's): a call may
+    wait for the first child's imports (never charged to its limit), but once a child is ready each call
+    returns within its own limit plus the margin, as a warm pool's do. (Calls that went on waiting for an idle
+    child past their deadline took up to 3 times the limit here.)"""
+    from rlvr_sweep.reward import sandbox
+
+    cold = sandbox.SandboxWorker(grading.__file__, "_make_worker_handler", startup_timeout_s=grading.STARTUP_TIMEOUT_S,
+                                 max_reply_bytes=16, unavailable="cold pool unavailable ({why})")
+    monkeypatch.setattr(grading, "_WORKER", cold)
+    ready_at = []
+
+    def watch():
+        deadline = time.monotonic() + grading.STARTUP_TIMEOUT_S
+        while not cold._ready and time.monotonic() < deadline:
+            time.sleep(0.005)
+        ready_at.append(time.monotonic())
+
+    calls = [("9**9**9**9", "1")] * 8 + [("2", "2"), (r"\frac{1}{2}", "0.5")] * 4
+    barrier = threading.Barrier(len(calls))
+
+    def timed(call):
+        barrier.wait()
+        start = time.monotonic()
+        result = grade(*call, timeout_s=FAST_TIMEOUT_S)
+        return result, start, time.monotonic()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+            timed_calls = list(pool.map(timed, calls))
+    finally:
+        watcher.join()
+        cold.shutdown()
+    charged = [end - max(start, ready_at[0]) for _, start, end in timed_calls]
+    assert max(charged) < FAST_BOUND_S, sorted(charged)[-4:]
+    assert [r for r, _, _ in timed_calls[:8]] == [False] * 8
+
+
 def test_answers_are_values_not_programs():
     """Names outside sympy's mathematical functions are never run: `isprime(7)` is not True, `len`
     is not Python's; mathematical functions still evaluate."""

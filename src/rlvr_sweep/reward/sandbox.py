@@ -144,15 +144,17 @@ class SandboxWorker:
 
     def warm_up(self, children: int | None = None) -> bool:
         """Start the pool (`children` of it; all by default) and wait (up to the startup timeout) until
-        a child has done its imports."""
+        a child has done its imports. Only until then: a request that finds the pool ready but every child
+        busy waits for one within its own deadline (`_take`), so concurrent first calls are bounded by their
+        limits as later ones are."""
         deadline = time.monotonic() + self.startup_timeout_s
         with self._changed:
             self._fill(children)
-            while not self._idle and self._live and self.import_error is None:
+            while not self._ready and self._live and self.import_error is None:
                 if not self._changed.wait(max(0.0, deadline - time.monotonic())):
                     break
             self._raise_import_error()
-            return bool(self._idle)
+            return self._ready
 
     def shutdown(self) -> None:
         """Stop every child (a later request starts new ones); busy ones stop when handed back."""
@@ -160,6 +162,7 @@ class SandboxWorker:
             idle, self._idle = self._idle, []
             self._live -= len(idle)
             self._generation += 1
+            self._ready = False  # the next request waits for a new child's imports, never its own limit
         for child in idle:
             child.kill()
 
