@@ -144,21 +144,32 @@ class Option:
                                 f"{self.name!r}{doc}, default {declared.default!r})")
         return problems
 
-    def signature_problems(self, group_cfg, passed: tuple[str, ...] = ()) -> list[str]:
-        """Keyword arguments `bind` (and the caller: `passed`) would give that `fn` does not accept."""
+    def signature_problems(self, group_cfg, passed: tuple[str, ...] = (), positional: int = 0) -> list[str]:
+        """Keyword arguments `bind` (and the caller: `passed`) would give that `fn` does not accept, and ones it
+        requires that nobody gives (beyond the convention's first `positional` arguments)."""
         try:
             sig = inspect.signature(self.fn)
         except (TypeError, ValueError):
             return []
-        if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
-            return []
         names = [*self.settings(group_cfg), *passed, *self.receives]
-        missing = [n for n in names if n not in sig.parameters]
-        if not missing:
-            return []
         where = f"{self.fn.__module__}.{getattr(self.fn, '__qualname__', self.fn)}"
-        return [f"{self.name!r} ({where}) is called with {missing} (what it declares it reads, its parameters "
-                f"and what it receives) but does not take them: add them to its signature"]
+        params = list(sig.parameters.values())
+        by_position = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        required = [p.name for p in [*by_position[positional:], *(p for p in params if p.kind is p.KEYWORD_ONLY)]
+                    if p.default is p.empty and p.name not in names]
+        problems = []
+        if required:
+            problems.append(f"{self.name!r} ({where}) requires {required}, which it is never called with (it "
+                            f"declares it reads {list(self.reads_of(group_cfg))}, its parameters "
+                            f"{sorted(self.params)} and receives {list(self.receives)}): declare them or give them "
+                            "a default")
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            return problems
+        missing = [n for n in names if n not in sig.parameters]
+        if missing:
+            problems.append(f"{self.name!r} ({where}) is called with {missing} (what it declares it reads, its "
+                            "parameters and what it receives) but does not take them: add them to its signature")
+        return problems
 
     def reads_of(self, group_cfg) -> tuple[str, ...]:
         """The settings it reads under this group config (`read_when` conditions applied)."""

@@ -111,6 +111,9 @@ def _unread_problems(cfg: Config, picked: dict) -> list[str]:
 
 # what each registry's calling convention passes by keyword, besides the settings an option declares
 CONVENTION_KEYWORDS = {"reward": ("grade",), "estimator": (), "sampler": ("horizon",), "objective": ()}
+# ... and how many arguments it passes by position: (texts, gold), (rewards, shape), (policy, prompt),
+# (logp, old, advantages, mask)
+CONVENTION_POSITIONAL = {"reward": 2, "estimator": 2, "sampler": 2, "objective": 4}
 
 
 def _signature_problems(cfg: Config, picked: dict) -> list[str]:
@@ -120,7 +123,7 @@ def _signature_problems(cfg: Config, picked: dict) -> list[str]:
         if option.built_in or key != "name" or group not in CONVENTION_KEYWORDS:
             continue  # read-outs take their settings as one object, engines the decoding contract
         problems += [f"{group}.name={option.name!r}: {p}" for p in option.signature_problems(
-            getattr(cfg, group), CONVENTION_KEYWORDS.get(group, ()))]
+            getattr(cfg, group), CONVENTION_KEYWORDS.get(group, ()), CONVENTION_POSITIONAL.get(group, 0))]
     return problems
 
 

@@ -16,8 +16,11 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from types import SimpleNamespace
 from dataclasses import dataclass, field
+from numbers import Real
+from types import SimpleNamespace
+
+import numpy as np
 
 from rlvr_sweep import data
 from rlvr_sweep.config import Config, scaled_length
@@ -217,13 +220,34 @@ def bound_reward(cfg: Config, grade, extract) -> Callable:
 
     def reward(texts, gold, tokens):
         extra = {**({"tokens": tokens} if wants_tokens else {}), **({"extract": extract} if wants_extract else {})}
-        rewards, correct = fn(texts, gold, grade=grade, **extra)
+        rewards, correct = checked_reward(option, fn(texts, gold, grade=grade, **extra), len(texts))
         if lengths["overlong_buffer"] is None:
             return rewards, correct
         return shaped(rewards, [len(t) for t in tokens], lengths["horizon"], lengths["overlong_buffer"],
                       cfg.reward.overlong_penalty), correct
 
     return reward
+
+
+def checked_reward(option, returned, n: int) -> tuple[list[float], list[bool]]:
+    """A reward's output as it enters the run: (rewards, correct), one finite number and one verdict (a bool, or
+    0 / 1) per rollout; anything else is refused in one line naming the reward and its function."""
+    where = f"reward {option.name!r} ({getattr(option.fn, '__module__', '?')}.{getattr(option.fn, '__qualname__', '?')})"
+    if not isinstance(returned, (tuple, list)) or len(returned) != 2:
+        raise ValueError(f"{where} returned {type(returned).__name__}: a reward returns (rewards, correct)")
+    rewards, correct = returned
+    for what, values in (("rewards", rewards), ("correct", correct)):
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+            raise ValueError(f"{where} returned {type(values).__name__} as its {what}: one value per rollout")
+        if len(values) != n:
+            raise ValueError(f"{where} returned {len(values)} {what} for {n} rollouts: one per rollout")
+    for i, r in enumerate(rewards):  # checked, and passed on as they are (their type is what the run computes with)
+        if not isinstance(r, (Real, np.bool_)) or not math.isfinite(float(r)):
+            raise ValueError(f"{where} returned reward {r!r} for rollout {i}: a reward is a finite number")
+    for i, c in enumerate(correct):
+        if not isinstance(c, (Real, np.bool_)) or float(c) not in (0.0, 1.0):
+            raise ValueError(f"{where} returned correct={c!r} for rollout {i}: a verdict is true or false (1 or 0)")
+    return rewards, correct
 
 
 def report_step(step, row, scored, update, seconds, state, loggers, bar, optimizer) -> None:
