@@ -120,3 +120,28 @@ def test_runs_recorded_without_token_ids_say_so():
     table = build_tables(s, only=["baseline_runs"])["baseline_runs"]
     assert set(table.display["Mean LCP with R=1 (tokens)"]) == {"not recorded"}
     assert list(table.frame["all_zero"]) == [1, 6]
+
+
+def test_a_non_binary_reward_counts_groups_as_the_ledger_and_table_2a_do():
+    """A token-length penalty: rewards 1 - 0.01 L and -0.01 L. Step 0: all wrong, lengths differ (active: not
+    homogeneous, though no reward is 1 and none is 0); step 1: all wrong, equal lengths (homogeneous); step 2: all
+    right, lengths differ (active). The homogeneous share is 1 of 3, as the ledger's `active` says; the all-0 /
+    all-1 counts are by correctness (2 all wrong, 1 all right) and the display says so."""
+    from rlvr_sweep.analysis.diagnostics import BY_CORRECTNESS, group_counts
+
+    rewards = [[-0.02, -0.03], [-0.02, -0.02], [0.98, 0.97]]
+    correct = [[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]
+    assert group_counts(rewards, correct) == {"all_zero": 2, "all_one": 1, "homogeneous": 1,
+                                              "groups_by": BY_CORRECTNESS}
+    s = sweep()
+    mine = s.steps["seed"] == 42
+    s.steps.loc[mine, "rewards"] = pd.Series([np.array(r) for r in rewards], index=s.steps.index[mine])
+    s.steps.loc[mine, "correct"] = pd.Series([np.array(c) for c in correct], index=s.steps.index[mine])
+    table = build_tables(s, only=["baseline_runs"])["baseline_runs"]
+    row = table.frame.set_index("seed").loc[42]
+    assert (row["all_zero"], row["all_one"], row["homogeneous_share"]) == (2, 1, pytest.approx(100 / 3))
+    shown = table.display.set_index("Run")
+    assert shown.filter(like="seed 42", axis=0)["All-0 / all-1 groups"].iloc[0] == "2 / 1 of 3 (all wrong / all right)"
+    assert any("all-wrong / all-right groups by correctness" in note for note in table.notes)
+    binary = build_tables(sweep(), only=["baseline_runs"])["baseline_runs"]  # the paper's rewards: as before
+    assert not any("by correctness" in note for note in binary.notes)

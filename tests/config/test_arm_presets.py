@@ -107,3 +107,17 @@ def test_arm_preset_is_the_papers_recipe(arm):
     assert cfg.objective == ObjectiveConfig()  # the paper's: reinforce, one pass, sum over tokens / G, no KL
     if cfg.sampler.name == "cf_fork":
         assert (s.fork_start, s.fork_end, s.fork_threshold) == (4, 64, 0.5)
+
+
+def test_a_paper_arm_that_loads_a_plugin_or_changes_the_update_is_no_paper_arm():
+    """`+arm=baseline` is Arm 1; with a plugin's option, another objective, dynamic sampling or overlong shaping it
+    computes something the paper did not, and the sweep summary and run.json say so (no paper label)."""
+    from tests.conftest import REPO
+
+    assert paper_arm(compose_cfg(["+arm=baseline"])) == "1"
+    assert paper_arm(compose_cfg(["+arm=baseline", "objective.measure_kl=true"])) == "1"  # measures, computes the same
+    rloo = str(REPO / "examples" / "rloo" / "rloo_estimator.py")
+    for changed in ([f"plugins=[{rloo}]", "estimator.name=rloo"], ["objective=ppo_clip", "train.loss_recipe=scale_then_sum"],
+                    ["train.dynamic_sampling=true"],
+                    ["reward.overlong_buffer=100"], ["objective.aggregation=token_mean", "train.loss_recipe=scale_then_sum"]):
+        assert paper_arm(compose_cfg(["+arm=baseline", *changed])) == "", changed

@@ -12,7 +12,9 @@ Table `baseline_runs`, one row per training run:
   paper's 32.0 for the skip ablation), its all-zero groups and its total tokens (generated tokens of
   every step, the steps' `gen_tokens`: the rollout tokens of a flat run);
 - §3.2: homogeneous groups, steps whose rewards are all 0 or all 1, and their share of the steps (the
-  paper's seed 42: 12 all-0, 15 all-1 = 54.0 %);
+  paper's seed 42: 12 all-0, 15 all-1 = 54.0 %). A homogeneous group is one whose rewards are all equal (zero
+  variance, as Table 2A and the ledger's `active` count it); with rewards other than 0 / 1 (a length penalty)
+  the all-0 / all-1 counts are the all-wrong / all-right groups by correctness instead (`groups_by`);
 - §3.3: in the active (mixed-reward) groups, the failed (R = 0) rollouts that share at least one
   equation with an R = 1 sibling of the same group (42/96 = 43.75 % in the paper), and the mean over
   the failed rollouts of the longest exact common token prefix with any R = 1 sibling (11.9 tokens;
@@ -292,24 +294,46 @@ _NOT_RECORDED = {"failed_active": 0, "shared_equation": 0, "shared_share": float
 def run_diagnostics(steps: pd.DataFrame, rollouts: pd.DataFrame) -> dict:
     """§3.1 / §3.2 / §3.3 figures of one run from its step and rollout ledgers."""
     rewards = [[float(x) for x in r] for r in steps["rewards"]]  # one list per step (their order counts for nothing)
-    all0 = sum(bool(r) and max(r) == 0 for r in rewards)
-    all1 = sum(bool(r) and min(r) == 1 for r in rewards)
+    correct = list(steps["correct"]) if "correct" in steps.columns else None
+    groups = group_counts(rewards, correct)
     have = bool({"tokens", "head_text"} <= set(rollouts.columns) and len(rollouts))
     empty = not len(rollouts)
-    return _diagnostics(len(rewards), all0, all1, steps["gen_tokens"].to_numpy(),
+    return _diagnostics(len(rewards), groups, steps["gen_tokens"].to_numpy(),
                         np.zeros(0, dtype=np.int64) if empty else rollouts["step"].to_numpy(),
                         np.zeros(0) if empty else rollouts["length"].to_numpy(),
                         lambda: surface_divergence(rollouts) if have else _NOT_RECORDED)
 
 
-def _diagnostics(n_steps: int, all0: int, all1: int, gen_tokens: np.ndarray, steps: np.ndarray,
+BY_REWARD, BY_CORRECTNESS = "reward", "correctness"
+
+
+def group_counts(rewards: list[list[float]], correct: list | None) -> dict:
+    """{"all_zero", "all_one", "homogeneous", "groups_by"} of one run's steps, as Table 2A counts activity:
+    a homogeneous group's rewards are all equal (zero variance). With rewards that are all 0 or 1 (the paper's)
+    the all-0 / all-1 groups are by reward, as the paper counts them (and are then exactly the homogeneous
+    ones); with other rewards (a length penalty, a KL penalty) they are the all-wrong / all-right groups, by
+    each rollout's correctness (`groups_by` says which)."""
+    binary = all(x in (0.0, 1.0) for r in rewards for x in r)
+    homogeneous = sum(bool(r) and len(set(r)) == 1 for r in rewards)
+    if binary or correct is None:
+        return {"all_zero": sum(bool(r) and max(r) == 0 for r in rewards),
+                "all_one": sum(bool(r) and min(r) == 1 for r in rewards), "homogeneous": homogeneous,
+                "groups_by": BY_REWARD}
+    verdicts = [[bool(x) for x in c] for c in correct]
+    return {"all_zero": sum(bool(c) and not any(c) for c in verdicts),
+            "all_one": sum(bool(c) and all(c) for c in verdicts), "homogeneous": homogeneous,
+            "groups_by": BY_CORRECTNESS}
+
+
+def _diagnostics(n_steps: int, groups: dict, gen_tokens: np.ndarray, steps: np.ndarray,
                  lengths: np.ndarray, surface) -> dict:
-    """`run_diagnostics` from one run's numbers of steps and of all-0 and all-1 steps, its steps'
+    """`run_diagnostics` from one run's numbers of steps and its group counts (`group_counts`), its steps'
     `gen_tokens`, its rollouts' `step` and `length` (arrays), and `surface()` giving its §3.3 figures."""
     first = np.unique(steps)[:EARLY_STEPS]
     early = lengths[np.isin(steps, first)]  # the one column read: no text is cut
-    out = {"steps": n_steps, "all_zero": all0, "all_one": all1,
-           "homogeneous_share": 100 * (all0 + all1) / n_steps if n_steps else float("nan"),
+    out = {"steps": n_steps, "all_zero": groups["all_zero"], "all_one": groups["all_one"],
+           "groups_by": groups["groups_by"],
+           "homogeneous_share": 100 * groups["homogeneous"] / n_steps if n_steps else float("nan"),
            "early_10_mean_tokens": _mean(early) if len(early) else float("nan"),
            "total_tokens": int(np.nansum(gen_tokens))}  # pandas' sum (NaN skipped), exact on whole numbers
     return {**out, **surface()}
@@ -339,6 +363,21 @@ def _homogeneous(rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     return all0, all1
 
 
+def _binary(rewards: np.ndarray) -> np.ndarray | None:
+    """Per step: every reward is 0 or 1 (None where a reward is NaN)."""
+    sizes = np.fromiter((len(r) for r in rewards), dtype=np.int64, count=len(rewards))
+    out = np.ones(len(rewards), dtype=bool)
+    if not sizes.sum():
+        return out
+    flat = np.concatenate([np.asarray(r, dtype=float).ravel() for r in rewards])
+    if np.isnan(flat).any():
+        return None
+    full = sizes > 0
+    starts = (np.cumsum(sizes) - sizes)[full]
+    out[full] = ~np.maximum.reduceat((flat != 0) & (flat != 1), starts)
+    return out
+
+
 def build_baseline_runs(sweep: Sweep) -> Table:
     title = "§3 diagnostics per run: early lengths, homogeneous groups, surface-token divergence in active groups"
     if not len(sweep.steps) or not len(sweep.rollouts):
@@ -351,6 +390,8 @@ def build_baseline_runs(sweep: Sweep) -> Table:
     rollout_rows = rollouts.groupby("run_hash", sort=False).indices
     rewards, gen_tokens = steps["rewards"].to_numpy(dtype=object), steps["gen_tokens"].to_numpy()
     homogeneous = _homogeneous(rewards)
+    binary = _binary(rewards)
+    correct = steps["correct"].to_numpy(dtype=object) if "correct" in steps.columns else None
     r_steps, lengths = rollouts["step"].to_numpy(), rollouts["length"].to_numpy()
     has_tokens = "tokens" in rollouts.columns
     surface_columns = None
@@ -366,32 +407,39 @@ def build_baseline_runs(sweep: Sweep) -> Table:
         mine, theirs = step_rows.get(run_hash, none), rollout_rows.get(run_hash, none)
         if not len(mine):
             continue
-        if homogeneous is None:
-            mine_rewards = [[float(x) for x in r] for r in rewards[mine]]
-            all0 = sum(bool(r) and max(r) == 0 for r in mine_rewards)
-            all1 = sum(bool(r) and min(r) == 1 for r in mine_rewards)
-        else:
+        if homogeneous is None or binary is None or not binary[mine].all():  # NaN, or rewards not all 0 / 1
+            groups = group_counts([[float(x) for x in r] for r in rewards[mine]],
+                                  list(correct[mine]) if correct is not None else None)
+        else:  # the paper's 0 / 1 rewards: all-0 and all-1 are the homogeneous groups
             all0, all1 = int(homogeneous[0][mine].sum()), int(homogeneous[1][mine].sum())
+            groups = {"all_zero": all0, "all_one": all1, "homogeneous": all0 + all1, "groups_by": BY_REWARD}
         surface = (lambda: _NOT_RECORDED) if surface_columns is None or not len(theirs) else \
             (lambda: _surface(*(column[theirs] for column in surface_columns)))
         rows.append({"label": label, "unit": unit, "seed": int(seed), "run_dir": sweep.relative(run_dir),
                      "has_tokens": has_tokens,
-                     **_diagnostics(len(mine), all0, all1, gen_tokens[mine], r_steps[theirs], lengths[theirs],
+                     **_diagnostics(len(mine), groups, gen_tokens[mine], r_steps[theirs], lengths[theirs],
                                     surface)})
     if not rows:
         return Table.unbuilt("baseline_runs", title, "no run has a step ledger")
+    by = [r.pop("groups_by") for r in rows]  # said in the display and a note, no column: the paper's table as it was
     frame = pd.DataFrame(rows)
     display = pd.DataFrame([{
         "Run": f"{r['label']} seed {r['seed']}",
         "Early-10 mean tokens": num(r["early_10_mean_tokens"], 1),
-        "All-0 / all-1 groups": f"{r['all_zero']} / {r['all_one']} of {r['steps']}",
+        "All-0 / all-1 groups": f"{r['all_zero']} / {r['all_one']} of {r['steps']}"
+                                + (" (all wrong / all right)" if groups_by == BY_CORRECTNESS else ""),
         "Homogeneous": f"{num(r['homogeneous_share'], 1)}%",
         "Total tokens": f"{r['total_tokens']:,}",
         "R=0 sharing an equation with R=1": (f"{r['shared_equation']}/{r['failed_active']} ({num(r['shared_share'], 2)}%)"
                                              if r["has_tokens"] else "not recorded"),
         "Mean LCP with R=1 (tokens)": num(r["mean_lcp"], 1) if r["has_tokens"] else "not recorded",
-    } for _, r in frame.iterrows()])
-    return Table("baseline_runs", title, frame, display, notes=[
+    } for (_, r), groups_by in zip(frame.iterrows(), by)])
+    if BY_CORRECTNESS in by:
+        notes = ["homogeneous: all rewards equal (zero variance, as Table 2A counts activity); where a run's rewards "
+                 "are not all 0 or 1, its all-0 / all-1 counts are its all-wrong / all-right groups by correctness"]
+    else:
+        notes = []
+    return Table("baseline_runs", title, frame, display, notes=[*notes,
         "groups are steps' reward vectors; total tokens are generated tokens; equations from each rollout's first "
         "160 tokens (scaled), regex analysis.diagnostics.EQUATION_CHAIN; LCP: longest exact common token prefix with "
         "any R=1 sibling, averaged over the R=0 rollouts of active groups"])

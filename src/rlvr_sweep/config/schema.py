@@ -305,9 +305,18 @@ class Config:
     sweep: SweepConfig = field(default_factory=SweepConfig, metadata={"identity": False})  # no section in the hash
 
 
+PAPER_UPDATE = ("name", "passes", "mini_batches", "aggregation", "kl_beta", "mask_truncated")  # ObjectiveConfig's
+
+
 def paper_arm(cfg: Config) -> str:
-    """The paper arm a run reproduces ("1".."19" or a Table 3 ablation name); "" when none."""
-    return cfg.paper_arms.get(cfg.horizon.tokens, "")
+    """The paper arm a run reproduces ("1".."19" or a Table 3 ablation name); "" when none: also for an arm
+    preset whose run loads plugins (`+arm=baseline reward=<a plugin's>`) or changes the paper's update (an
+    objective, DAPO's dynamic sampling or overlong shaping), which compute something the paper did not."""
+    label = cfg.paper_arms.get(cfg.horizon.tokens, "")
+    paper = ObjectiveConfig()
+    changed = (cfg.plugins or any(getattr(cfg.objective, f) != getattr(paper, f) for f in PAPER_UPDATE)
+               or cfg.objective.params or cfg.train.dynamic_sampling or cfg.reward.overlong_buffer is not None)
+    return "" if changed else label
 
 
 def scaled_length(paper_length: int, length_scale: float) -> int:
