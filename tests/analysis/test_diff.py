@@ -194,6 +194,33 @@ def test_a_run_against_an_arm_lists_the_runs_inputs_against_no_run(tmp_path, smo
     assert not any(line.startswith("headline metrics") for line in lines)  # metrics: for two runs only
 
 
+def test_an_arm_is_composed_under_the_profile_of_the_run_it_is_compared_with(tmp_path, smoke_cfg, capsys):
+    run = make_run(tmp_path, smoke_cfg, seed=42, train_sha="a" * 64, trained=0.4, wall=1.0)
+    code, lines, _ = run_diff(capsys, str(run), "ra_flat")  # no --override: the run's profile, said so
+    assert code == 0
+    assert lines[0] == "(the arm side is composed with profile=smoke, the profile of the run it is compared with)"
+    assert lines[2] == "B: arm ra_flat profile=smoke" and lines[4].startswith("settings that differ: none (all ")
+
+
+def test_an_arm_that_does_not_compose_under_the_paper_profile_is_diffed_under_the_smoke_one(capsys, monkeypatch):
+    """The shipped `reinforce_pp` (examples/clip_lenpen) updates every 4 questions, which the paper profile's 50
+    steps cannot hold: without an override both arms are composed with profile=smoke, and the first line says
+    why; a profile named with --override is kept (and the error stands)."""
+    from rlvr_sweep.plugins import ENV
+    from tests.conftest import REPO
+
+    monkeypatch.setenv(ENV, str(REPO / "examples" / "clip_lenpen"))
+    code, lines, err = run_diff(capsys, "baseline", "reinforce_pp")
+    assert code == 0, err
+    assert lines[0].startswith("(arm sides composed with profile=smoke: under the default profile B: arm "
+                               "reinforce_pp: invalid config: train.steps=50 is not a multiple of "
+                               "train.accumulate_questions=4")
+    assert lines[1:3] == ["A: arm baseline profile=smoke", "B: arm reinforce_pp profile=smoke"]
+    assert any(line.split()[:3] == ["estimator.name", "grpo", "reinforce_pp_baseline"] for line in lines)
+    code, _, err = run_diff(capsys, "baseline", "reinforce_pp", "--override", "profile=paper")
+    assert code == 2 and "train.steps=50 is not a multiple of train.accumulate_questions=4" in err
+
+
 # ------------------------------------------------------------------------------------------------
 # bad input: exit 2, one line on stderr, nothing on stdout
 

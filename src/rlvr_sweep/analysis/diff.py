@@ -240,13 +240,7 @@ def main(argv: list[str]) -> int:
         root = Path(args.root) if args.root else None
         if root is not None and not root.is_dir():
             raise DiffError(f"--root {root} is not a folder")
-        sides = []
-        for name, spec, own in (("A", args.a, args.a_override), ("B", args.b, args.b_override)):
-            try:
-                shared = args.override if locate(spec, root)[0] == "arm" else []
-                sides.append(resolve_side(spec, root=root, overrides=[*shared, *own]))
-            except DiffError as err:
-                raise DiffError(f"{name}: {err}") from err
+        sides, note = _sides(args, root)
         if args.override and not any(s.kind == "arm" for s in sides):
             raise DiffError("--override applies to an arm side, and neither A nor B is an arm")
     except DiffError as err:
@@ -254,6 +248,62 @@ def main(argv: list[str]) -> int:
         return EXIT_BAD_INPUT
     except SystemExit as done:  # --help
         return int(done.code or 0)
+    if note:
+        print(note)
     for line in diff_lines(*sides):
         print(line)
     return EXIT_OK
+
+
+FALLBACK_PROFILE = "smoke"
+
+
+def _sides(args, root) -> tuple[list, str | None]:
+    """Both sides resolved, and a line saying under which profile the arm sides were composed when it was not
+    named: the profile of the run an arm is compared with, else the default (paper) one, else, when an arm does
+    not compose there (e.g. its `accumulate_questions` does not divide the paper's steps), `profile=smoke` for
+    every arm side."""
+    specs = (("A", args.a, args.a_override), ("B", args.b, args.b_override))
+    kinds = {}
+    for name, spec, _ in specs:
+        try:
+            kinds[name] = locate(spec, root)[0]
+        except DiffError as err:
+            raise DiffError(f"{name}: {err}") from err
+    named = any(o.split("=", 1)[0].lstrip("+~") == "profile" for o in [*args.override, *args.a_override,
+                                                                          *args.b_override])
+    resolved = {}
+    for name, spec, own in specs:
+        if kinds[name] != "arm":
+            resolved[name] = _resolve(name, spec, root, own)
+    profiles = {s.config.get("profile.name") for s in resolved.values()} - {None}
+    extra, note = [], None
+    if not named and len(profiles) == 1 and len(resolved) < 2:
+        (profile,) = profiles
+        extra = [f"profile={profile}"]
+        note = f"(the arm side is composed with profile={profile}, the profile of the run it is compared with)"
+
+    def arms(more: list[str]) -> dict:
+        return {name: _resolve(name, spec, root, [*args.override, *own, *more])
+                for name, spec, own in specs if kinds[name] == "arm"}
+
+    try:
+        composed = arms(extra)
+    except DiffError as first:
+        if named or extra or not any(k == "arm" for k in kinds.values()):
+            raise
+        try:
+            composed = arms([f"profile={FALLBACK_PROFILE}"])
+        except DiffError:
+            raise first from None
+        note = (f"(arm sides composed with profile={FALLBACK_PROFILE}: under the default profile {one_line(first)}; "
+                "name another with --override profile=...)")
+    resolved.update(composed)
+    return [resolved["A"], resolved["B"]], note
+
+
+def _resolve(name: str, spec: str, root, overrides: list[str]):
+    try:
+        return resolve_side(spec, root=root, overrides=overrides)
+    except DiffError as err:
+        raise DiffError(f"{name}: {err}") from err
