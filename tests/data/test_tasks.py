@@ -119,3 +119,25 @@ def test_data_check_task_compares_the_example_task_with_its_declared_checksums(t
                              capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert missing.returncode == 2 and missing.stderr.strip() == (
         "check: error: no task 'nope' (tasks: ['countdown']; name its plugin in RLVR_SWEEP_PLUGINS)")
+
+
+def test_a_task_whose_rows_change_between_calls_is_refused_before_any_run(tmp_path):
+    """An unseeded generator: two calls with the same parameters give other rows, so the run would train in a
+    folder its preflight never planned; refused in one line naming the task, before any folder exists."""
+    import random
+
+    @TASKS.register("t_unseeded", prompt=PROMPT)
+    def unseeded():
+        rng = random.Random()
+        return [{"id": f"u{i}", "problem": f"w{rng.randint(0, 10**9)}", "answer": "w"} for i in range(3)]
+
+    with pytest.raises(DataError, match=r"task 't_unseeded': its training rows differ between two calls with the same "
+                                        r"parameters \(an unseeded random generator\?\)"):
+        data.training_rows(DataConfig(name="t_unseeded"))
+    from rlvr_sweep.run import plan
+
+    cfg = compose_cfg(["+arm=ra_flat", "profile=smoke", "data.name=t_unseeded", "data.train_file=null",
+                       f"run.out_root={tmp_path}"])
+    with pytest.raises(DataError, match="t_unseeded"):
+        plan(cfg)
+    assert not any(tmp_path.iterdir())  # nothing started

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from rlvr_sweep.config.options import Option, Registry
 from rlvr_sweep.data.jsonl import DataError
 from rlvr_sweep.data.prompts import PROMPT_TEMPLATE, render_prompt
+from rlvr_sweep.io import rows_digest
 
 if TYPE_CHECKING:  # a type here; built where a task's defaults are needed, so reading rows needs no Hydra
     from rlvr_sweep.config import DataConfig
@@ -116,9 +117,24 @@ def benchmark_task(name: str) -> Task:
 
 
 def task_rows(data: DataConfig) -> list[dict]:
-    """The training rows of a registered task, checked."""
+    """The training rows of a registered task, checked (and, for a plugin's task, fixed: `_fixed`)."""
     option = TASKS[data.name]
-    return checked_rows(_call(option, option.fn, data), option.task, "training rows", option.fn)
+    return _fixed(option, "training rows",
+                  lambda: checked_rows(_call(option, option.fn, data), option.task, "training rows", option.fn))
+
+
+def _fixed(option: Option, what: str, make: Callable[[], list[dict]]) -> list[dict]:
+    """A plugin task's rows, made twice and refused, before any run folder exists, when the two differ (an
+    unseeded random generator): a run's identity holds its rows' digest, so rows that change from call to call
+    would train in a folder the preflight never planned."""
+    first = make()
+    if option.built_in:
+        return first
+    if rows_digest(make()) != rows_digest(first):
+        raise DataError(f"task {option.name!r}: its {what} differ between two calls with the same parameters (an "
+                        "unseeded random generator?): a task's rows must be fixed by its parameters (seed its "
+                        "generator from a parameter, e.g. data.params.seed); nothing was started")
+    return first
 
 
 def _task_rows(task: str, bench: str, fn: Callable) -> Callable[[DataConfig], list[dict]]:
@@ -127,7 +143,8 @@ def _task_rows(task: str, bench: str, fn: Callable) -> Callable[[DataConfig], li
 
         option = TASKS[task]
         own = data if data.name == task else DataConfig(name=task, root=data.root)  # another task's run: defaults
-        rows = checked_rows(_call(option, fn, own), option.task, f"benchmark {bench!r}", fn)
+        rows = _fixed(option, f"benchmark {bench!r} rows",
+                      lambda: checked_rows(_call(option, fn, own), option.task, f"benchmark {bench!r}", fn))
         return [{**row, "source": bench} for row in rows]
     return rows
 
