@@ -85,3 +85,15 @@ def test_diff_finds_the_plugin_arm_by_its_name_alone(tmp_path):
     alone = subprocess.run(cmd, cwd=tmp_path, env=plugin_env(RLVR_SWEEP_PLUGINS=""), capture_output=True, text=True,
                            timeout=300)
     assert alone.returncode == 2 and "no run folder, config file or arm named 'clip_lenpen'" in alone.stderr
+
+
+def test_a_plugin_length_is_recorded_in_run_json_as_the_run_used_it(tmp_path):
+    """Beside the built-in `rollout_cap` and `readout_cap`: `reward.params.max_tokens` 512 paper tokens is 64 under
+    the smoke profile (length_scale 0.125), and run.json says so."""
+    from rlvr_sweep import store
+    from rlvr_sweep.run import run
+
+    cfg = compose_cfg(["+arm=ra_flat", "profile=smoke", "reward=token_len_penalty", "reward.gate_chars=null",
+                       "train.steps=1", "eval.limit=2", f"plugins=[{EXAMPLE}]", f"run.out_root={tmp_path}"])
+    info = store.read_run_json(run(cfg)["run_dir"])
+    assert info["plugin_lengths"] == {"reward.params.max_tokens": 64} and info["rollout_cap"] == 64

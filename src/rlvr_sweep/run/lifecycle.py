@@ -248,6 +248,9 @@ def _run_info(cfg: Config, run_dir, policy, resume, identity) -> dict:
         "started_at": time.time(), "code": store.code_version(),
         "params": sum(p.numel() for p in policy.model.parameters() if p.requires_grad),  # P of the FLOP proxies
     }
+    plugin_lengths = _plugin_lengths(cfg)
+    if plugin_lengths:
+        info["plugin_lengths"] = plugin_lengths  # beside rollout_cap and readout_cap: what the run used
     if resume and cfg.task == "train" and not resume.get("from_grades"):
         info["resumed_from_step"] = resume["progress"]["step"]
     if cfg.task == "evaluate":
@@ -256,6 +259,25 @@ def _run_info(cfg: Config, run_dir, policy, resume, identity) -> dict:
         if of:
             info["readout_of"] = of  # the run whose checkpoint this reads out (shown by its summary)
     return info
+
+
+def _plugin_lengths(cfg: Config) -> dict:
+    """{"<group>.params.<name>": its value in this profile's tokens} of each length parameter (`param(...,
+    length=True)`) of the run's chosen options, as the option was bound with it."""
+    from rlvr_sweep.config.options import REGISTRIES
+
+    out = {}
+    for registry in REGISTRIES:
+        group = getattr(cfg, registry.group, None)
+        name = getattr(group, registry.key, None) if group is not None else None
+        if not isinstance(name, str) or name not in registry:
+            continue
+        given = getattr(group, "params", None) or {}
+        for key, declared in registry[name].params.items():
+            value = given.get(key, declared.default)
+            if declared.length and isinstance(value, int):
+                out[f"{registry.group}.params.{key}"] = scaled_length(value, cfg.profile.length_scale)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
