@@ -26,6 +26,7 @@ def countdown():
     ("3 * 5 * 8", False),  # 120
     ("3 + 5 * 8 + 0", False),  # a number not given
     ("5 * 8 + 3 + 3", False),  # 3 used twice
+    ("(8 + 8) * 3 - 5", False),  # 43, but 8 used twice (the numbers as a set would pass it)
     ("8 * 5 + 3 / 1", False),  # 1 not given
     ("2 ** 5 + 11", False), ("__import__('os')", False), ("", False), ("3 + 5 * 8" + " + 0" * 20, False),
 ])

@@ -155,3 +155,34 @@ def test_code_imported_during_the_run_by_a_computed_name_fails_the_run_loudly(tm
         run(cfg)
     info = store.read_run_json(next(d for d in (tmp_path / "runs").glob("*/*/h*") if d.is_dir()))
     assert info["status"] == "failed" and "hidden_coef.py" in info["error"]
+
+
+def test_the_module_a_registered_function_comes_from_is_code_whoever_imported_it_first(tmp_path):
+    """A plugin that registers a function it got by a computed import, from a helper another plugin imported
+    first: neither a statement nor the plugin's own import shows the helper, the function's home does."""
+    helpers = tmp_path / "shared"
+    write(helpers / "len_helper.py", "def reward(texts, gold, *, grade):\n    return [0.0] * len(texts), [False] * len(texts)\n")
+    a = write(tmp_path / "first.py", "import importlib\nimportlib.import_module('len_' + 'helper')\n")
+    b = write(tmp_path / "second.py", """
+        import importlib
+        from rlvr_sweep.extend import REWARDS
+
+        REWARDS.register("t_from_helper")(importlib.import_module("len_" + "helper").reward)
+        """)
+    got = record(tmp_path, [f"{a}|{b}"], path=[helpers])
+    assert sorted(got["files"]) == ["len_helper", "rlvr_sweep_plugin_second"]
+
+
+def test_a_plugin_file_whose_module_name_is_taken_by_another_file_is_refused(tmp_path):
+    """Two `.py` plugins of one name in two folders: the second is not silently the first one's module."""
+    import pytest
+
+    from rlvr_sweep.config import ConfigError
+    from rlvr_sweep.plugins import import_plugins
+
+    one = write(tmp_path / "one" / "t_same_name.py", "VALUE = 1\n")
+    two = write(tmp_path / "two" / "t_same_name.py", "VALUE = 2\n")
+    import_plugins([str(one)])
+    with pytest.raises(ConfigError, match=r"cannot import .*t_same_name.py.* a module named "
+                                          r"'rlvr_sweep_plugin_t_same_name' is already imported from .*one"):
+        import_plugins([str(two)])

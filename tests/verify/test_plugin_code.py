@@ -113,3 +113,22 @@ def test_a_dotted_module_leaves_sys_path_as_it_was(tmp_path):
     rules, why = load({"inputs": {"plugins": record}}, {"plugins": ["t_dotted_pkg.rewards"], **CONFIG}, "baseline")
     assert why is None and rules.reward(["a"], ["1"], None) == ([0.5], [True])
     assert sys.path == before
+
+
+def test_a_plugin_reward_is_re_derived_to_a_millionth():
+    """A stored reward 4e-6 away from what the run's own reward gives is a disagreement, one 4e-7 away is float32
+    storage (a tolerance loosened a hundredfold would pass the first)."""
+    import pandas as pd
+
+    from rlvr_sweep.verify.regrade import plugin_reward_problems
+
+    def reward(texts, gold, tokens):
+        return [0.123456 * len(t) for t in texts], [True] * len(texts)
+
+    def rollouts(offset):
+        return pd.DataFrame({"step": [0, 0], "index": [0, 1], "text": ["ab", "abc"], "gold": ["1", "1"],
+                             "tokens": [[1, 2], [1, 2, 3]], "reward": [0.246912 + offset, 0.370368]})
+
+    assert plugin_reward_problems(rollouts(4e-7), reward) == []
+    found = plugin_reward_problems(rollouts(4e-6), reward)
+    assert len(found) == 1 and found[0]["diffs"]["reward"]["recomputed"] == pytest.approx(0.246912)

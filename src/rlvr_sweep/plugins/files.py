@@ -6,7 +6,7 @@ nor `__pycache__`, hidden entries or README / LICENSE / CHANGELOG files); for a 
 distribution (not from a user folder), every file its RECORD lists (bytecode aside); and, followed through
 each user module found, the user modules it imports: statically (every `import` and `from ... import` in
 its source, inside functions too, so a lazy import counts before it runs), during its import, or as the home
-of a function or class its namespace holds. A module's sha256 is of the bytes it was compiled from
+of a function or class its namespace holds or an option it registers (`loading.import_plugins`). A module's sha256 is of the bytes it was compiled from
 (`compiled.COMPILED`), or of the file as read when it has not been compiled here yet.
 """
 

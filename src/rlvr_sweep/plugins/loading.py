@@ -43,7 +43,7 @@ def import_plugins(entries: list[str], where: str | None = None) -> dict[str, Lo
     for entry in entries:
         if entry in LOADED:
             continue
-        before = set(sys.modules)
+        before, registered = set(sys.modules), _registered()
         try:
             name = _import(entry)
         except Exception as err:  # noqa: BLE001  (whatever the user's module raises, name it in one line)
@@ -54,8 +54,17 @@ def import_plugins(entries: list[str], where: str | None = None) -> dict[str, Lo
                               f"{err}{at}); put its folder on PYTHONPATH, install it, or give the .py file's or "
                               "package folder's path") from None
         new = [m for m in set(sys.modules) - before]
-        LOADED[entry] = Loaded(name, loaded_files(name, new))
+        homes = {getattr(fn, "__module__", None) for key, fn in _registered().items() if registered.get(key) is not fn}
+        LOADED[entry] = Loaded(name, loaded_files(name, [*new, *sorted(h for h in homes if h)]))
     return {e: LOADED[e] for e in entries}
+
+
+def _registered() -> dict:
+    """{(registry, option name): its function} of every option registered so far: the options an entry's
+    import registers are its, and the modules their functions come from are its code, wherever they live."""
+    from rlvr_sweep.config.options import REGISTRIES
+
+    return {(registry.what, option.name): option.fn for registry in REGISTRIES for option in registry.options()}
 
 
 def _import(entry: str) -> str:

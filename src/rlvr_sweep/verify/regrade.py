@@ -358,6 +358,9 @@ def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache
             "unchecked": unchecked, "steps_checked": steps_checked}
 
 
+PLUGIN_REWARD_TOLERANCE = 1e-6  # relative (absolute below 1): a float32 stored, a float64 recomputed
+
+
 def plugin_reward_problems(rollouts: pd.DataFrame, reward) -> list[dict]:
     """The stored reward of every rollout against the run's own (plugin) reward, recomputed group by group
     (a step's rollouts, in index order: a reward may depend on its group) from the stored texts and tokens."""
@@ -375,7 +378,7 @@ def plugin_reward_problems(rollouts: pd.DataFrame, reward) -> list[dict]:
         rewards, _ = reward(texts, golds.pop(), tokens)
         for (_, row), value in zip(group.iterrows(), rewards):
             stored = _as_float(_value(row["reward"]))
-            if stored is None or abs(stored - float(value)) > 1e-6 * max(1.0, abs(float(value))):
+            if stored is None or abs(stored - float(value)) > PLUGIN_REWARD_TOLERANCE * max(1.0, abs(float(value))):
                 found.append({"key": {c: _value(row[c]) for c in ROLLOUTS_KEY if c in row.index},
                               "diffs": {"reward": {"stored": stored, "recomputed": float(value)}}})
     return found
