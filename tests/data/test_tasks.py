@@ -141,3 +141,10 @@ def test_a_task_whose_rows_change_between_calls_is_refused_before_any_run(tmp_pa
     with pytest.raises(DataError, match="t_unseeded"):
         plan(cfg)
     assert not any(tmp_path.iterdir())  # nothing started
+
+
+def test_a_row_whose_text_is_not_valid_unicode_is_one_line_naming_task_set_and_row():
+    with pytest.raises(DataError, match=r"task 't_echo' training rows \(.*\): row 1: field 'problem' is not valid text "
+                                        r"\(surrogates not allowed at character 3"):
+        checked_rows([{"id": "a", "problem": "w0", "answer": "w0"}, {"id": "b", "problem": "w1 \ud800", "answer": "w1"}],
+                     task_of("t_echo"), "training rows", t_echo)

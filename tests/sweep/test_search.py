@@ -137,6 +137,7 @@ def test_a_relaunch_keeps_the_first_search_json(tmp_path):
     ("trial_3.json", '{"number": 3, "status": "ok", "value": NaN}', "trial_3.json: value: nan is not a number"),
     ("trial_3.json", '{"number": 3, "status": "ok", "value": "0.9"}', "trial_3.json: value: '0.9' is not a number"),
     ("trial_3.json", b'\xff\xfe', "trial_3.json: not read: UnicodeDecodeError"),
+    ("trial_3.json", "[" * 100_000 + "]" * 100_000, "trial_3.json: not read: nested too deep to read"),
 ])
 def test_a_crafted_trial_file_is_one_problem_line_and_the_others_still_read(tmp_path, name, text, problem):
     _search(tmp_path)

@@ -174,6 +174,11 @@ def checked_rows(rows, task: Task, what: str, fn: Callable) -> list[dict]:
         for key in ROW_FIELDS:
             if not isinstance(row.get(key), str) or not row[key]:
                 raise DataError(f"{where}: row {index}: field {key!r} missing or not a non-empty string")
+            try:
+                row[key].encode("utf-8")
+            except UnicodeEncodeError as err:  # a lone surrogate: no file, table or tokenizer can hold it
+                raise DataError(f"{where}: row {index}: field {key!r} is not valid text ({err.reason} at character "
+                                f"{err.start}: {row[key][max(0, err.start - 20):err.start]!r}...)") from None
         if task.gold is not None and not _holds(task.gold[1], row["answer"]):
             raise DataError(f"{where}: row {index} ({row['id']!r}): answer {row['answer'][:60]!r} is not "
                             f"{task.gold[0]}")

@@ -166,6 +166,9 @@ def _read_json(path: Path, problems: Problems) -> dict | None:
     except (OSError, UnicodeDecodeError, ValueError) as err:
         problems.not_read(path, f"{type(err).__name__}: {err}")
         return None
+    except RecursionError:  # a crafted record nested deeper than the parser goes
+        problems.not_read(path, "nested too deep to read (a crafted or damaged record)")
+        return None
     if not isinstance(data, dict):
         problems.not_read(path, "not a JSON object")
         return None
