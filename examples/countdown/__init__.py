@@ -101,6 +101,7 @@ def heldout(*, seed: int) -> list[dict]:
 
 @TASKS.register("countdown", prompt=PROMPT, extract=expression, grade=reaches_target,
                 gold=("'<target>: <three numbers>'", is_puzzle), benchmarks={"countdown_heldout": heldout},
+                test_sets=("countdown_heldout",),
                 checksums={"train": "518c7a7c4abb0d9a386d319617cde682ef1d40413053fc0065db4fe7b35b2802",
                            "countdown_heldout": "7f0cc34d67144e25b3707d3f496877a28318abebe50f25c41a14ace8f093403a"},
                 params={"size": param(1000, at_least(1)), "seed": param(0, at_least(0))})

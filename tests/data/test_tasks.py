@@ -148,3 +148,24 @@ def test_a_row_whose_text_is_not_valid_unicode_is_one_line_naming_task_set_and_r
                                         r"\(surrogates not allowed at character 3"):
         checked_rows([{"id": "a", "problem": "w0", "answer": "w0"}, {"id": "b", "problem": "w1 \ud800", "answer": "w1"}],
                      task_of("t_echo"), "training rows", t_echo)
+
+
+@pytest.mark.parametrize("name, benchmarks, says", [
+    ("math", {}, r"task 'math': the name is the package's own \(data 'math'\)"),
+    ("toy_arith", {}, r"the name is the package's own \(data 'toy_arith'\)"),
+    ("math500", {}, r"the name is the package's own \(benchmark 'math500'\)"),
+    ("t_alias", {"math_val210": lambda: []}, r"benchmark name\(s\) \['math_val210'\] are the package's own"),
+    ("t_alias", {"toy_heldout": lambda: []}, r"benchmark name\(s\) \['toy_heldout'\] are the package's own"),
+])
+def test_a_plugin_task_cannot_stand_in_for_the_packages_data_or_benchmarks(name, benchmarks, says):
+    """A task registered as `math`, or one replacing `math_val210` / `toy_heldout` with other rows, would make every
+    run that reads them read the plugin's rows (a search's validation objective tuned on a test set, by name)."""
+    with pytest.raises(ValueError, match=says):
+        TASKS.register(name, prompt=PROMPT, benchmarks=benchmarks)(lambda: [])
+    assert _packages_own_benchmarks_untouched() and TASKS.names().count(name) == 0
+
+
+def _packages_own_benchmarks_untouched():
+    from rlvr_sweep.data.tasks import BENCHMARKS
+
+    return all(BENCHMARKS[b].task == "math" for b in ("math_val210", "toy_heldout", "math500"))

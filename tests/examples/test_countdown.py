@@ -66,3 +66,20 @@ def test_a_countdown_run_is_asked_and_graded_as_countdown(countdown, tmp_path):
     assert grades["extracted"].tolist() == [countdown.expression(r) for r in grades["response"]]
     rollouts = read_table(info["run_dir"], "rollouts")
     assert rollouts["gold"].str.contains(":").all() and len(rollouts) == 16
+
+
+def test_its_held_out_benchmark_is_a_declared_test_set_a_search_cannot_tune_on(countdown):
+    """Countdown declares `countdown_heldout` a test set (`test_sets`): a search's objective on it is refused as
+    one on MATH-500 is, unless said so."""
+    import pytest
+
+    from rlvr_sweep.config import ConfigError
+    from rlvr_sweep.sweep.search import objective_of
+
+    line = ["+arm=countdown_grpo", "profile=smoke", f"plugins=[{EXAMPLE}]", f"hydra.searchpath=[file://{EXAMPLE}/conf]",
+            "sweep.objective=trained.countdown_heldout"]
+    assert TASKS["countdown"].task.test_sets == ("countdown_heldout",)
+    with pytest.raises(ConfigError, match=r"sweep.objective=trained.countdown_heldout: countdown_heldout is a test set "
+                                          r"of task 'countdown' \(its test_sets\); tuning on it selects on the test set"):
+        objective_of(compose_cfg(line))
+    assert objective_of(compose_cfg([*line, "sweep.allow_test_objective=true"])) == "trained.countdown_heldout"

@@ -223,6 +223,17 @@ def test_the_search_preflight_settles_direction_sampler_seed_and_failure_rate():
     assert search_sweeper(str(CONF_DIR), ["+arm=ra_flat", "profile=smoke", "seed=1,2"]) is None  # the grid's
 
 
+def test_a_search_that_varies_what_its_objective_is_read_on_is_refused_before_any_trial():
+    from rlvr_sweep.sweep.cli import CONF_DIR, register_configs
+    from rlvr_sweep.sweep.preflight import PreflightError, check_search
+
+    register_configs()
+    for swept in ("eval.limit=choice(2,8)", "data.toy_heldout_size=range(50,200,step=50)"):
+        with pytest.raises(PreflightError, match=r"the search varies \['(eval.limit|data.toy_heldout_size)'\], which "
+                                                 r"change the items its objective is read on"):
+            check_search(str(CONF_DIR), [*SEARCH, "train.lr=interval(1e-6,1e-4)", swept])
+
+
 @pytest.mark.parametrize("extra, said", [
     (["sweep.objective=trained.math500", "eval.benchmarks=[toy_heldout,math500]"],
      "Sweep not launched: corner 1 of 2 (+arm=ra_flat profile=smoke sweep.objective=trained.math500 "

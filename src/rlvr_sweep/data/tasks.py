@@ -53,6 +53,7 @@ class Task:
     gold: tuple[str, Callable[[str], bool]] | None = None  # (what a gold answer must be, its check)
     benchmarks: tuple[str, ...] = ()
     checksums: dict[str, str] = field(default_factory=dict)
+    test_sets: tuple[str, ...] = ()  # its benchmarks that are test sets: never a search's objective by accident
 
     @property
     def built_in(self) -> bool:
@@ -63,6 +64,8 @@ class Task:
 
 
 MATH = Task("math")  # MATH, the toy task, and JSONL data of one's own
+# the package's own data names (conf/data/ and the task MATH's name): no plugin task may take one
+BUILT_IN_DATA = frozenset({MATH.name, "math_train", "math_train_stratified", "math_train_zpd", "toy_arith"})
 
 
 @dataclass(frozen=True)
@@ -82,15 +85,29 @@ class TaskRegistry(Registry):
     """`data.name` options that are tasks of their own (`TASKS.register(name, prompt=..., ...)`)."""
 
     def register(self, name: str, *, prompt: str = PROMPT_TEMPLATE, extract=None, extract_reward=None, grade=None,
-                 gold=None, benchmarks: dict | None = None, checksums: dict | None = None, **declared) -> Callable:
+                 gold=None, benchmarks: dict | None = None, checksums: dict | None = None,
+                 test_sets: tuple[str, ...] = (), **declared) -> Callable:
         if "{problem}" not in prompt:
             raise ValueError(f"task {name!r}: its prompt has no '{{problem}}' for the problem to go in")
         if gold is not None and not (isinstance(gold, tuple) and len(gold) == 2 and callable(gold[1])):
             raise ValueError(f"task {name!r}: gold is (what a gold answer must be, a check of one answer)")
         benchmarks = dict(benchmarks or {})
-        task = Task(name, prompt, extract, extract_reward, grade, gold, tuple(benchmarks), dict(checksums or {}))
+        unknown = [b for b in test_sets if b not in benchmarks]
+        if isinstance(test_sets, str) or unknown:
+            raise ValueError(f"task {name!r}: test_sets names {unknown or test_sets!r}, not among its benchmarks "
+                             f"{sorted(benchmarks)} (a tuple of their names)")
+        task = Task(name, prompt, extract, extract_reward, grade, gold, tuple(benchmarks), dict(checksums or {}),
+                    tuple(test_sets))
 
         def decorate(fn: Callable) -> Callable:
+            if name in BUILT_IN_DATA or name in BENCHMARKS:
+                raise ValueError(f"task {name!r}: the name is the package's own ({'data' if name in BUILT_IN_DATA else 'benchmark'}"
+                                 f" {name!r}): a plugin's task cannot stand in for it; give it a name of its own")
+            builtin = [b for b in benchmarks if b in BENCHMARKS and BENCHMARKS[b].task == MATH.name]
+            if builtin:
+                raise ValueError(f"task {name!r}: benchmark name(s) {builtin} are the package's own: a plugin's rows "
+                                 "cannot stand in for them (every run reading them would read the plugin's); give "
+                                 "each benchmark a name of its own")
             taken = [b for b in benchmarks if b in BENCHMARKS and BENCHMARKS[b].task != name]
             if taken:
                 raise ValueError(f"task {name!r}: benchmark name(s) {taken} are taken by another task")
@@ -103,6 +120,11 @@ class TaskRegistry(Registry):
 
 
 TASKS = TaskRegistry("task", group="data")
+
+
+def declared_test_sets() -> dict[str, str]:
+    """{benchmark: the task that declares it a test set} over every task registered so far."""
+    return {b: option.name for option in TASKS.options() for b in (option.task.test_sets if option.task else ())}
 
 
 def task_of(data_name: str) -> Task:

@@ -207,6 +207,23 @@ def _importable(module: str) -> bool:
     return True
 
 
+# settings that change which items a search's objective is read on: trials that differ in them are not one
+# objective (a trial read out on 2 items ranked beside one read out on 8)
+OBJECTIVE_ITEMS = ("eval.limit", "eval.benchmarks", "data.toy_seed", "data.toy_heldout_size", "data.splits_dir",
+                   "data.root")
+
+
+def _refuse_swept_objective_items(overrides: list[str], composed) -> None:
+    """A search that varies what its objective is read on is refused before any trial (PreflightError)."""
+    parser = OverridesParser.create()
+    swept = {o.get_key_element().lstrip("+~") for o in parser.parse_overrides(list(overrides)) if o.is_sweep_override()}
+    swept |= {str(k) for k in (composed.hydra.sweeper.get("params") or {})}
+    bad = sorted(k for k in swept if k in OBJECTIVE_ITEMS or k.startswith("eval.benchmarks"))
+    if bad:
+        raise PreflightError(f"the search varies {bad}, which change the items its objective is read on: trials would "
+                             "be ranked on different items as one objective; fix them on the line (e.g. eval.limit=200)")
+
+
 def check_search(conf_dir: str, overrides: list[str]) -> tuple[int, list[str]]:
     """A search's preflight (`search_jobs`): its corners composed, built, located and planned as a grid's
     jobs are, its objective resolved on each (`sweep.search.objective_of`: the test-benchmark guard). Returns
@@ -233,6 +250,7 @@ def check_search(conf_dir: str, overrides: list[str]) -> tuple[int, list[str]]:
     jobs = located_jobs(conf_dir, overrides, check, expand=search_jobs, what="corner", built=settings)
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
         composed = line_config(OverridesParser.create(config_loader=GlobalHydra.instance().config_loader()), overrides)
+    _refuse_swept_objective_items(overrides, composed)
     sweeper, wanted, settled = composed.hydra.sweeper, composed.sweep.direction, []
     if "direction" in sweeper:
         given = [o for o in overrides if o.startswith("hydra.sweeper.direction=")]

@@ -62,11 +62,16 @@ def objective_of(cfg) -> str:
         raise ConfigError(f"sweep.objective_seeds={seeds}: seed {twice[0]} given twice (each seed is one run, "
                           "counted once in the trial's mean)")
     parts = name.split(".")
-    tested = [p for p in parts if p in TEST_BENCHMARKS]
+    from rlvr_sweep.data.tasks import declared_test_sets
+
+    declared = declared_test_sets()
+    tested = [p for p in parts if p in TEST_BENCHMARKS or p in declared]
     if tested and not cfg.sweep.allow_test_objective:
-        raise ConfigError(f"sweep.objective={name}: {TEST_BENCHMARKS[tested[0]]} is a benchmark the paper reports "
-                          "on; tuning on it selects on the test set. Tune on the validation split "
-                          "(sweep.objective=trained.math_val210), or say so with sweep.allow_test_objective=true")
+        what = (f"{TEST_BENCHMARKS[tested[0]]} is a benchmark the paper reports on" if tested[0] in TEST_BENCHMARKS
+                else f"{tested[0]} is a test set of task {declared[tested[0]]!r} (its test_sets)")
+        raise ConfigError(f"sweep.objective={name}: {what}; tuning on it selects on the test set. Tune on the "
+                          "validation split (sweep.objective=trained.math_val210), or say so with "
+                          "sweep.allow_test_objective=true")
     if parts[0] in ACCURACY_PARTS:
         if len(parts) != 2:
             raise ConfigError(f"sweep.objective={name}: an accuracy is named <part>.<benchmark>, e.g. "
