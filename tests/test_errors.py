@@ -22,6 +22,8 @@ MISTAKES = {  # the line -> what the one line must say
     ("+arm=ra_flat", "trian.steps=5"): "trian.steps: no such setting; did you mean train.steps?",
     ("+arm=ra_flat", "~train.stpes"): "train.stpes: no such setting; did you mean train.steps?",
     ("+arm=ra_flat", "sampelr=flat"): "sampelr: no such setting; did you mean sampler?",
+    ("+arm=ra_flat", "estimator.params.clp=0.5"): "estimator.params.clp: estimator 'grpo' declares no parameters",
+    ("+arm=ra_flat", "objective=sapo_missing"): "Could not find 'objective/sapo_missing'",
     ("+arm=basline",): ", zero_grad_flat; did you mean baseline?)",
     ("+arm=ra_flat", "sampler=stoped_tree"): "Could not find 'sampler/stoped_tree' (available options in 'sampler': "
                                              "cf_fork, flat, midpoint, root_restart, stopped_tree; did you mean stopped_tree?)",
@@ -35,8 +37,8 @@ MISTAKES = {  # the line -> what the one line must say
                                                    "'hydra/launcher': basic, slurm_debug,",
     ("+arm=ra_flat", "hydra/launcher=slurm_debug", "hydra.launcher.partiton=gpu"):
         "hydra.launcher.partiton: no such setting; did you mean hydra.launcher.partition?",
-    # where `+` is the way (a free mapping), Hydra's hint stands
-    ("+arm=ra_flat", "estimator.params.clip=1"): "To append to your config use +estimator.params.clip=1",
+    # a parameter the chosen option does not declare: named with the ones it does (a `+` would be refused next)
+    ("+arm=ra_flat", "estimator.params.clip=1"): "estimator.params.clip: estimator 'grpo' declares no parameters",
     ("+arm=ra_flat", "train.lr=abc"): "Error merging override train.lr=abc: Value 'abc' of type 'str' could not be "
                                       "converted to Float",
     ("+sweep=paper_gird",): "Could not find 'sweep/paper_gird' (available options in 'sweep': cf_grid,",

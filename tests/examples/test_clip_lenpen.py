@@ -97,3 +97,14 @@ def test_a_plugin_length_is_recorded_in_run_json_as_the_run_used_it(tmp_path):
                        "train.steps=1", "eval.limit=2", f"plugins=[{EXAMPLE}]", f"run.out_root={tmp_path}"])
     info = store.read_run_json(run(cfg)["run_dir"])
     assert info["plugin_lengths"] == {"reward.params.max_tokens": 64} and info["rollout_cap"] == 64
+
+
+def test_a_misspelt_plugin_parameter_names_the_options_parameters_first(tmp_path):
+    """Not Hydra's advice to append it with `+` (which the parameter check would refuse next)."""
+    from tests.helpers import run_cli
+
+    proc = run_cli(["+arm=ra_flat", "profile=smoke", "estimator=grpo_clip", "estimator.params.clp=0.5"], cwd=tmp_path,
+                   timeout=120, env_extra={"RLVR_SWEEP_PLUGINS": str(EXAMPLE)})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().endswith("estimator.params.clp: no parameter 'clp' of estimator 'grpo_clip' (its "
+                                        "parameters: clip); did you mean estimator.params.clip?"), proc.stderr

@@ -63,7 +63,7 @@ def misspelt_key(err: BaseException) -> str | None:
     if not key:
         return None
     if key.split(".")[0] != "hydra":
-        return no_such_setting(key, Config)
+        return no_such_setting(key, Config) or _no_such_param(key, err.__cause__)
     cause = err.__cause__  # OmegaConf's error names the node that lacks the key
     parent, missing = getattr(cause, "parent_node", None), getattr(cause, "full_key", None)
     if not isinstance(parent, DictConfig) or OmegaConf.get_type(parent) in (dict, None) or not missing:
@@ -72,6 +72,32 @@ def misspelt_key(err: BaseException) -> str | None:
     names = [str(k) for k in parent]
     hint = did_you_mean(name, names, prefix=f"{section}.", suffix=key[len(missing):])
     return f"{key}: no such setting" + (f"; {hint}" if hint else f" ({section}'s settings: {', '.join(names)})")
+
+
+def _no_such_param(key: str, cause) -> str | None:
+    """`estimator.params.clp: no parameter 'clp' of estimator 'grpo_clip' (its parameters: clip); did you mean
+    estimator.params.clip?` for a parameter the chosen option does not declare (a `+` would only be refused
+    next); None for any other key, and for one it declares that its config node lacks (an option from a YAML
+    file without it: there `+` is the way, and Hydra's hint stands)."""
+    from rlvr_sweep.config.options import REGISTRIES
+
+    parts = key.split(".")
+    parent = getattr(cause, "parent_node", None)
+    if len(parts) != 3 or parts[1] != "params" or not isinstance(parent, DictConfig):
+        return None
+    group = parent._get_parent()
+    name = group.get("name") if isinstance(group, DictConfig) else None
+    registry = next((r for r in REGISTRIES if r.group == parts[0] and r.key == "name"), None)
+    if registry is None or not isinstance(name, str) or name not in registry:
+        return None
+    declared = sorted(registry[name].params)
+    if parts[2] in declared:
+        return None
+    if not declared:
+        return f"{key}: {parts[0]} {name!r} declares no parameters"
+    hint = did_you_mean(parts[2], declared, prefix=f"{parts[0]}.params.")
+    return (f"{key}: no parameter {parts[2]!r} of {parts[0]} {name!r} (its parameters: {', '.join(declared)})"
+            + (f"; {hint}" if hint else ""))
 
 
 def closest_option(text: str) -> str:
