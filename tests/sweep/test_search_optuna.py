@@ -121,3 +121,37 @@ def test_a_search_whose_every_trial_failed_ends_in_one_line_and_exit_1(tmp_path)
     assert any(line.endswith("search ended: no trial completed (each one failed; the summary below says why)")
                for line in proc.stdout.splitlines())
     assert "best: none (no trial completed)" in proc.stdout.splitlines()
+
+
+def test_a_trial_whose_run_another_process_holds_waits_for_it_instead_of_failing(tmp_path):
+    """The trial's run is locked by another process (here: this test, until the trial has located its run and 3 s
+    more): the trial waits, then runs it; its settings are not recorded as a failure."""
+    import threading
+    import time
+
+    from rlvr_sweep.run.plan import locate
+    from rlvr_sweep.store import run_lock
+    from tests.helpers import compose_cfg
+
+    cfg = compose_cfg([*SEARCH[:2], *SEARCH[3:], "train.lr=1e-05", f"run.out_root={tmp_path / 'runs'}"])
+    run_dir = locate(cfg).run_dir
+    held, released = threading.Event(), []
+
+    def hold():
+        with run_lock(run_dir):
+            held.set()
+            deadline = time.monotonic() + 300
+            while not list((tmp_path / "multirun").rglob("run_dir.txt")) and time.monotonic() < deadline:
+                time.sleep(0.1)  # the trial has located its run (and will take its lock next)
+            time.sleep(3)
+            released.append(time.monotonic())
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait()
+    proc = _search(tmp_path, "hydra.sweeper.n_trials=1", "train.lr=choice(1e-5)")
+    holder.join()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (trial,) = _trials(tmp_path)
+    assert trial["status"] == "ok", trial
+    assert Path(trial["runs"][0]["run_dir"]).name == run_dir.name

@@ -35,7 +35,10 @@ def run_trial(raw, job_dir: Path, number: int, overrides: list[str]):
         cfg = build_config(raw)
         check_loggers(cfg.logger)
         record["objective"] = objective = objective_of(cfg)
-        configs = [dataclasses.replace(cfg, seed=seed) for seed in (cfg.sweep.objective_seeds or [cfg.seed])]
+        # a run another process holds (another search, a grid over the same settings) is waited for and read:
+        # its being busy says nothing of the trial's settings (run.wait_for_lock is not part of the identity)
+        waiting = dataclasses.replace(cfg.run, wait_for_lock=True)
+        configs = [dataclasses.replace(cfg, seed=seed, run=waiting) for seed in (cfg.sweep.objective_seeds or [cfg.seed])]
         located = [(c, locate(c)) for c in configs]  # every run of the trial checked before any trains
         (job_dir / POINTER).write_text("".join(f"{where.run_dir.resolve()}\n" for _, where in located))
         done = [finished_as_left(where.run_dir) for _, where in located]
