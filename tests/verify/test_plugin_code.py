@@ -132,3 +132,26 @@ def test_a_plugin_reward_is_re_derived_to_a_millionth():
     assert plugin_reward_problems(rollouts(4e-7), reward) == []
     found = plugin_reward_problems(rollouts(4e-6), reward)
     assert len(found) == 1 and found[0]["diffs"]["reward"]["recomputed"] == pytest.approx(0.246912)
+
+
+def test_a_crafted_record_cannot_steer_the_import_to_unchecked_code(tmp_path, monkeypatch):
+    """No `modules` (or one not among the checked files) would import the entry as config.yaml spells it; a path
+    through `..` or a NUL; a results folder inside a trusted PYTHONPATH folder: each refused, nothing run."""
+    info, config, marker = hostile_run(tmp_path)
+    trust([tmp_path])  # even with the evil file's folder trusted, the record must name checked files
+    record = info["inputs"]["plugins"]
+    for modules in (None, [], ["os"], [record["modules"][0], "extra"]):
+        crafted = {"inputs": {"plugins": {**record, "modules": modules}}}
+        rules, why = load(crafted, config, "baseline")
+        assert rules is None and "names no checked file for each entry" in why, (modules, why)
+    dotted = {**record, "paths": {record["modules"][0]: str(tmp_path / "results" / ".." / "results" / "t_hostile.py")}}
+    rules, why = load({"inputs": {"plugins": dotted}}, config, "baseline")
+    assert rules is None and "is named through '..'" in why
+    nul = {**record, "paths": {record["modules"][0]: "bad\x00path.py"}}
+    rules, why = load({"inputs": {"plugins": nul}}, config, "baseline")
+    assert rules is None and "cannot be read (ValueError)" in why
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # PYTHONPATH=$PWD, the results beneath it
+    trust([], results=tmp_path / "results")
+    rules, why = load(info, config, "baseline")
+    assert rules is None and "lies outside the places named for plugins" in why
+    assert not marker.exists()

@@ -14,10 +14,10 @@ says which of a run's choices a plugin made (its estimator, reward, task, the ta
 every registry made so far (`options.REGISTRIES`): a plugin's options can only be in a registry its import
 made.
 
-`import_plugins(entries)` imports each entry once per process and remembers the source files it loaded
-from outside the package and the installed libraries: the entry's own file, every module first imported
-while it was imported, and the modules its functions and classes come from (`files.loaded_files`). Each file's
-sha256 is taken right after the import, so it is the code that runs. `code_record(entries)` is those
+`import_plugins(entries)` imports each entry once per process and remembers its code (`files.loaded_files`:
+its file, or every file under its package folder, an installed plugin's RECORD files, and the user modules it
+imports by any statement, during its import or as the home of what it registers), each file's sha256 taken of
+the bytes it was compiled from (`compiled`), so it is the code that runs. `code_record(entries)` is those
 files as a run's identity input (`store.identity`): one digest over (module, sha256) pairs, so a plugin
 moved to another folder is the same code; run.json keeps each module's file and digest.
 
@@ -26,7 +26,7 @@ frame of the project or a plugin (library frames skipped) that lies in a plugin'
 """
 
 from rlvr_sweep.plugins.chosen import chosen_plugins, complete_params, resolve_plugins
-from rlvr_sweep.plugins.errors import PluginError, PluginFrame, plugin_frame
+from rlvr_sweep.plugins.errors import PluginError, PluginFrame, PluginOutputError, plugin_frame
 from rlvr_sweep.plugins.roots import PACKAGE_DIR, is_user_file
 from rlvr_sweep.plugins.loaded import Loaded, entry_of, plugin_files
 from rlvr_sweep.plugins.loading import (
@@ -35,7 +35,7 @@ from rlvr_sweep.plugins.loading import (
 )
 
 __all__ = [
-    "ENV", "FILE_PREFIX", "PACKAGE_DIR", "Loaded", "PluginCodeChanged", "PluginError", "PluginFrame", "chosen_plugins", "code_record",
+    "ENV", "FILE_PREFIX", "PACKAGE_DIR", "Loaded", "PluginCodeChanged", "PluginError", "PluginFrame", "PluginOutputError", "chosen_plugins", "code_record",
     "compiled_now", "complete_params", "conf_dirs", "entry_of", "environment_plugins", "import_plugins", "is_user_file",
     "load_environment_plugins", "plugin_files", "plugin_frame", "resolve_plugins", "unrecorded_code",
 ]

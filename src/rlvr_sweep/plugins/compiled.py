@@ -6,8 +6,10 @@ Python reuses a module's `__pycache__/*.pyc` when the source's size and modifica
 cache recorded, so two versions of a file with the same size and second (`tar x`, `cp -p`, `rsync -t`) run
 the old code while the new source is the one read. `install()` puts `UserSourceFinder` on `sys.meta_path`
 just before the standard path finder (finders placed earlier, such as pytest's assertion rewriting, keep
-precedence): it finds user modules as the path finder does and loads them with `HashedSourceLoader`, which
-reads the source once, notes its sha256 in `COMPILED` and compiles those very bytes (no cache read or written).
+precedence): for an import plugin code asks for (while an entry is imported, or from a frame in a plugin's
+file), it finds a user module as the path finder does and loads it with `HashedSourceLoader`, which reads the
+source once, notes its sha256 in `COMPILED` and compiles those very bytes (no cache read or written). Other
+imports (a library's lazy imports of its own modules, an editable install's included) are left as they were.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from __future__ import annotations
 import hashlib
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 from pathlib import Path
 
+from rlvr_sweep.plugins.loaded import plugin_files
 from rlvr_sweep.plugins.roots import is_user_file
 
 COMPILED: dict[str, str] = {}  # resolved source file -> sha256 of the bytes compiled from it, in this process
@@ -33,13 +37,40 @@ class HashedSourceLoader(importlib.machinery.SourceFileLoader):
         return self.source_to_code(data, path)
 
 
+IMPORTING: list[tuple[str, str | None]] = []  # (file or folder, module name) of the entries being imported
+PLUGIN_PLACES: list[str] = []  # the files and folders (ending in a separator) of the entries imported so far
+
+
+def _from_plugin_code(module: str) -> bool:
+    """Whether the import under way was asked for by plugin code: an entry being imported (by its name), or an
+    import made from a frame in a plugin's file or an entry's folder (not a library's lazy import of its own
+    modules, nor the user's other code)."""
+    if any(module == name or module.startswith(f"{name}.") for _, name in IMPORTING if name):
+        return True
+    files, prefixes = plugin_files(), tuple(prefix for prefix, _ in IMPORTING)
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name in files or (prefixes and os.path.realpath(name).startswith(prefixes)):
+            return True
+        real = os.path.realpath(name)
+        if real in files:
+            return True
+        frame = frame.f_back
+    return False
+
+
 class UserSourceFinder(importlib.abc.MetaPathFinder):
-    """The standard path finder's spec for a user module, loaded by `HashedSourceLoader`."""
+    """The standard path finder's spec for a user module that plugin code imports, loaded by
+    `HashedSourceLoader`; any other import is left to the finders after it."""
 
     def find_spec(self, name, path=None, target=None):
         spec = importlib.machinery.PathFinder.find_spec(name, path, target)
         if spec is None or type(spec.loader) is not importlib.machinery.SourceFileLoader or not is_user_file(spec.origin):
             return None
+        origin = os.path.realpath(spec.origin)
+        if not (origin.startswith(tuple(PLUGIN_PLACES)) or _from_plugin_code(name)):
+            return None  # neither a plugin's own file nor imported by plugin code
         spec.loader = HashedSourceLoader(spec.name, spec.origin)
         return spec
 

@@ -53,3 +53,8 @@ class PluginError(RuntimeError):
     def __init__(self, err: BaseException, frame: PluginFrame):
         self.frame = frame
         super().__init__(f"plugin {frame.module} raised {type(err).__name__}: {err} in {frame}")
+
+
+class PluginOutputError(ValueError):
+    """What a plugin's option returned is not what its convention asks for (a reward's NaN, a verdict that is
+    not true or false): the run stops, naming the option and its function, and is recorded as failed."""

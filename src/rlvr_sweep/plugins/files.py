@@ -3,8 +3,10 @@
 A plugin entry's code is: the single file of a `.py` entry; every file under a package's folder (its
 modules, imported or not, and its data files; not `conf/`, which Hydra reads and the run's config records,
 nor `__pycache__`, hidden entries or README / LICENSE / CHANGELOG files); for a module installed as a
-distribution (not from a user folder), every file its RECORD lists (bytecode aside); and, followed through
-each user module found, the user modules it imports: statically (every `import` and `from ... import` in
+distribution (not from a user folder), every file its RECORD lists in the library folder (bytecode and its
+`.dist-info` metadata aside); and, followed through
+each user module found, the user modules it imports (a module of an installed distribution, an editable
+install included, is a library's unless it is the entry's own): statically (every `import` and `from ... import` in
 its source, inside functions too, so a lazy import counts before it runs), during its import, or as the home
 of a function or class its namespace holds or an option it registers (`loading.import_plugins`). A module's sha256 is of the bytes it was compiled from
 (`compiled.COMPILED`), or of the file as read when it has not been compiled here yet.
@@ -13,6 +15,7 @@ of a function or class its namespace holds or an option it registers (`loading.i
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.machinery
 import os
@@ -107,16 +110,30 @@ def _find_file(name: str) -> str | None:
     return str(Path(origin).resolve()) if origin and is_user_file(origin) else None
 
 
+@functools.lru_cache(maxsize=1)
+def _installed_top_levels() -> frozenset[str]:
+    """The top-level module names of every installed distribution (editable installs included)."""
+    from importlib import metadata
+
+    try:
+        return frozenset(metadata.packages_distributions())
+    except Exception:  # noqa: BLE001  (a broken installation's metadata: no name is taken for a library)
+        return frozenset()
+
+
 def loaded_files(name: str, new: list[str]) -> dict[str, tuple[str, str]]:
     """{key: (file, sha256)} of one entry's code (the module's docstring): module names for modules, and
     `<package>:<path>` for the other files of a package's folder, `<distribution>==<version>:<path>` for an
     installed distribution's."""
     todo, seen, files = [name, *sorted(new)], set(), {}
+    own, libraries = name.split(".")[0], _installed_top_levels()
     while todo:
         module_name = todo.pop()
         if module_name in seen:
             continue
         seen.add(module_name)
+        if module_name.split(".")[0] in libraries and module_name.split(".")[0] != own:
+            continue  # an installed distribution's (an editable library's too): a library, not the plugin's code
         file = _module_file(module_name) if module_name in sys.modules else _find_file(module_name)
         if file is None:
             continue
@@ -159,7 +176,8 @@ def folder_files(folder: Path, name: str) -> dict[str, tuple[str, str]]:
 
 def _distribution_files(name: str) -> dict[str, tuple[str, str]]:
     """An entry installed as a distribution (its files neither the package's nor a user's): every file its
-    RECORD lists, bytecode aside."""
+    RECORD lists in the library folder, bytecode and the installer's `.dist-info` metadata aside (they hold
+    the install's own paths, so a moved install would otherwise be other code)."""
     module = sys.modules.get(name)
     file = getattr(module, "__file__", None) if module is not None else None
     if not isinstance(file, str) or is_user_file(file) or str(Path(file).resolve()).startswith(str(PACKAGE_DIR)):
@@ -170,8 +188,9 @@ def _distribution_files(name: str) -> dict[str, tuple[str, str]]:
     for dist_name in metadata.packages_distributions().get(name.split(".")[0], []):
         dist = metadata.distribution(dist_name)
         for entry in dist.files or []:
-            if entry.suffix == ".pyc" or "__pycache__" in entry.parts or entry.name == "RECORD":
-                continue
+            if entry.suffix == ".pyc" or "__pycache__" in entry.parts or (entry.parts and (
+                    entry.parts[0].endswith(".dist-info") or entry.parts[0] == "..")):
+                continue  # bytecode, the installer's metadata (its paths and tools), scripts outside the library
             path = Path(dist.locate_file(entry))
             if path.is_file():
                 out[f"{dist_name}=={dist.version}:{entry.as_posix()}"] = (str(path.resolve()), sha256_of(str(path)))

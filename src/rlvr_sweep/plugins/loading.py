@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rlvr_sweep.config.rules import ConfigError
 from rlvr_sweep.plugins.errors import plugin_frame
-from rlvr_sweep.plugins.compiled import COMPILED, file_from_spec, install
+from rlvr_sweep.plugins.compiled import COMPILED, IMPORTING, PLUGIN_PLACES, file_from_spec, install
 from rlvr_sweep.plugins.files import loaded_files
 from rlvr_sweep.plugins.roots import is_user_file
 from rlvr_sweep.plugins.loaded import LOADED, Loaded
@@ -44,6 +44,7 @@ def import_plugins(entries: list[str], where: str | None = None) -> dict[str, Lo
         if entry in LOADED:
             continue
         before, registered = set(sys.modules), _registered()
+        IMPORTING.append(_importing(entry))
         try:
             name = _import(entry)
         except Exception as err:  # noqa: BLE001  (whatever the user's module raises, name it in one line)
@@ -53,10 +54,25 @@ def import_plugins(entries: list[str], where: str | None = None) -> dict[str, Lo
             raise ConfigError(f"{where or f'plugins={entries}'}: cannot import {entry!r} ({type(err).__name__}: "
                               f"{err}{at}); put its folder on PYTHONPATH, install it, or give the .py file's or "
                               "package folder's path") from None
+        finally:
+            place = IMPORTING.pop()[0]
+        if place != "\0":
+            PLUGIN_PLACES.append(place)
         new = [m for m in set(sys.modules) - before]
         homes = {getattr(fn, "__module__", None) for key, fn in _registered().items() if registered.get(key) is not fn}
         LOADED[entry] = Loaded(name, loaded_files(name, [*new, *sorted(h for h in homes if h)]))
     return {e: LOADED[e] for e in entries}
+
+
+def _importing(entry: str) -> tuple[str, str | None]:
+    """(the file or folder whose frames are the entry's code while it is imported, its module name if it is one)."""
+    path = Path(entry).expanduser()
+    if entry.endswith(".py"):
+        return os.path.realpath(path), None
+    if os.sep in entry or path.is_dir():
+        return os.path.realpath(path) + os.sep, None
+    folder = entry_folder(entry)
+    return (os.path.realpath(folder) + os.sep if folder is not None else "\0"), entry.split(".")[0]
 
 
 def _registered() -> dict:

@@ -30,6 +30,7 @@ from rlvr_sweep.rollout import ENGINES, SAMPLERS, ModelPolicy
 from rlvr_sweep.run.ledger import (  # noqa: F401  (write_ledger, totals: re-exported for the run's lifecycle)
     credit_rows, group_signals, rollout_rows, step_row, totals, update_signals, write_ledger,
 )
+from rlvr_sweep.plugins import PluginOutputError
 from rlvr_sweep.run.progress import Progress
 from rlvr_sweep.store import beacon
 from rlvr_sweep.update import (
@@ -234,19 +235,19 @@ def checked_reward(option, returned, n: int) -> tuple[list[float], list[bool]]:
     0 / 1) per rollout; anything else is refused in one line naming the reward and its function."""
     where = f"reward {option.name!r} ({getattr(option.fn, '__module__', '?')}.{getattr(option.fn, '__qualname__', '?')})"
     if not isinstance(returned, (tuple, list)) or len(returned) != 2:
-        raise ValueError(f"{where} returned {type(returned).__name__}: a reward returns (rewards, correct)")
+        raise PluginOutputError(f"{where} returned {type(returned).__name__}: a reward returns (rewards, correct)")
     rewards, correct = returned
     for what, values in (("rewards", rewards), ("correct", correct)):
         if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
-            raise ValueError(f"{where} returned {type(values).__name__} as its {what}: one value per rollout")
+            raise PluginOutputError(f"{where} returned {type(values).__name__} as its {what}: one value per rollout")
         if len(values) != n:
-            raise ValueError(f"{where} returned {len(values)} {what} for {n} rollouts: one per rollout")
+            raise PluginOutputError(f"{where} returned {len(values)} {what} for {n} rollouts: one per rollout")
     for i, r in enumerate(rewards):  # checked, and passed on as they are (their type is what the run computes with)
         if not isinstance(r, (Real, np.bool_)) or not math.isfinite(float(r)):
-            raise ValueError(f"{where} returned reward {r!r} for rollout {i}: a reward is a finite number")
+            raise PluginOutputError(f"{where} returned reward {r!r} for rollout {i}: a reward is a finite number")
     for i, c in enumerate(correct):
         if not isinstance(c, (Real, np.bool_)) or float(c) not in (0.0, 1.0):
-            raise ValueError(f"{where} returned correct={c!r} for rollout {i}: a verdict is true or false (1 or 0)")
+            raise PluginOutputError(f"{where} returned correct={c!r} for rollout {i}: a verdict is true or false (1 or 0)")
     return rewards, correct
 
 

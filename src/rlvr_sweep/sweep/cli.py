@@ -16,7 +16,9 @@ import hydra
 from hydra.types import RunMode
 
 from rlvr_sweep.config import ConfigError, build_config, register_configs
-from rlvr_sweep.plugins import load_environment_plugins, plugin_frame
+from rlvr_sweep.plugins import (
+    PluginCodeChanged, PluginOutputError, load_environment_plugins, plugin_frame,
+)
 from rlvr_sweep.sweep.command_line import (  # noqa: F401  (re-exported: the line's normalisation)
     CONF_DIR, MULTIRUN_FLAGS, NUMERIC_GROUPS, normalize_argv, normalize_overrides,
 )
@@ -69,8 +71,12 @@ def _hydra_entry(raw) -> dict:
         return {"status": "busy", "error": str(err)}
     except Exception as err:  # in a sweep, one failed run must not stop the others
         frame = plugin_frame(err.__traceback__)
+        said = None
         if frame is not None:  # the researcher's own code raised it: name it there, not as a bug of ours
             said = f"plugin {frame.module} raised {type(err).__name__}: {err} in {frame}; the run is recorded as failed"
+        elif isinstance(err, (PluginOutputError, PluginCodeChanged)):  # what a plugin returned or ran, named
+            said = f"{err}; the run is recorded as failed"
+        if said is not None:
             if single:
                 print(f"rlvr_sweep: {said}", file=sys.stderr, flush=True)
                 sys.exit(EXIT_FAILED)

@@ -169,7 +169,7 @@ def _opted_in(args) -> bool:
         return False
     from rlvr_sweep.verify.plugin_runs import trust
 
-    trust(args.plugins)
+    trust(args.plugins, results=args.output_dir)
     return True
 
 

@@ -66,12 +66,15 @@ class Rules:
 
 
 TRUSTED: list[Path] = []  # the folders named after --plugins (`trust`)
+READ: list[Path] = []  # the results folder being read: never trusted unless named after --plugins itself
 
 
-def trust(places) -> None:
+def trust(places, results=None) -> None:
     """The folders (or files) the user named after `--plugins`: besides the environment's plugins, PYTHONPATH
-    and installed libraries, the only places a run's recorded plugin code is imported from."""
+    and installed libraries, the only places a run's recorded plugin code is imported from. `results`: the
+    folder being verified, whose files are never plugin code unless a place named after --plugins holds it."""
     TRUSTED[:] = [Path(p).expanduser().resolve() for p in places or ()]
+    READ[:] = [Path(results).expanduser().resolve()] if results is not None else []
 
 
 def trusted_places() -> list[Path]:
@@ -90,7 +93,12 @@ def trusted_places() -> list[Path]:
 
 
 def _inside(path: Path, places: list[Path]) -> bool:
-    return in_library(path) or any(path == place or place in path.parents for place in places)
+    def under(place: Path) -> bool:
+        return path == place or place in path.parents
+
+    if any(under(place) for place in READ) and not any(under(place) or place in READ for place in TRUSTED):
+        return False  # in the results folder being read, which the user did not name
+    return in_library(path) or any(under(place) for place in places)
 
 
 def recorded_code_problem(record: dict) -> str | None:
@@ -103,22 +111,34 @@ def recorded_code_problem(record: dict) -> str | None:
         return "its run.json's plugin record (files and paths) is missing or malformed: nothing imported"
     places = trusted_places()
     for key, path in sorted(paths.items()):
-        file = Path(path).resolve()
-        if not _inside(file, places):
-            return (f"its plugin file {path} ({key}) lies outside the places named for plugins (after --plugins, in "
-                    "RLVR_SWEEP_PLUGINS or on PYTHONPATH): nothing imported; name its folder to re-derive with it")
-        if not file.is_file():
-            return f"its plugin file {path} ({key}) is not there any more: nothing imported"
-        now = sha256_of(str(file))
-        if now != files[key]:
-            return (f"the plugin code at hand is not the code the run recorded: {key} (recorded {files[key][:12]}, now "
-                    f"{now[:12]}); nothing imported")
+        try:
+            problem = _file_problem(key, path, files[key], places)
+        except (OSError, ValueError) as err:  # a NUL in the path, an unreadable file: named, nothing imported
+            problem = f"its plugin file {path!r} ({key}) cannot be read ({type(err).__name__}): nothing imported"
+        if problem is not None:
+            return problem
     for key, path in sorted(paths.items()):
         if Path(path).name == "__init__.py" and ":" not in key:
             extra = sorted(set(folder_files(Path(path).parent, key)) - set(files))
             if extra:
                 return (f"the plugin code at hand is not the code the run recorded: {extra[0]} is new in "
                         f"{Path(path).parent}; nothing imported")
+    return None
+
+
+def _file_problem(key: str, path: str, recorded: str, places: list[Path]) -> str | None:
+    if ".." in Path(path).parts:
+        return f"its plugin file {path} ({key}) is named through '..': nothing imported"
+    file = Path(path).resolve()
+    if not _inside(file, places):
+        return (f"its plugin file {path} ({key}) lies outside the places named for plugins (after --plugins, in "
+                "RLVR_SWEEP_PLUGINS or on PYTHONPATH): nothing imported; name its folder to re-derive with it")
+    if not file.is_file():
+        return f"its plugin file {path} ({key}) is not there any more: nothing imported"
+    now = sha256_of(str(file))
+    if now != recorded:
+        return (f"the plugin code at hand is not the code the run recorded: {key} (recorded {recorded[:12]}, now "
+                f"{now[:12]}); nothing imported")
     return None
 
 
@@ -134,15 +154,22 @@ def load(info: dict, config: dict, grader: str) -> tuple[Rules | None, str | Non
     why = recorded_code_problem(record) if isinstance(record, dict) else "its run.json's plugin record is malformed"
     if why is not None:
         return None, why
-    modules = record.get("modules") if isinstance(record.get("modules"), list) else [None] * len(named)
+    modules = record.get("modules")
+    if not isinstance(modules, list) or len(modules) != len(named) or not all(
+            isinstance(m, str) and m in record["paths"] for m in modules):
+        return None, ("its run.json's plugin record names no checked file for each entry of its plugins setting "
+                      f"(modules {modules!r}): nothing imported")
+    resolved = [_importable(module, record) for module in modules]
+    if any(entry is None for entry, _ in resolved):
+        return None, ("its run.json's plugin record places a module where its name does not put it: nothing "
+                      "imported")
     try:
-        resolved = [_importable(entry, module, record) for entry, module in zip(named, modules)]
         with _on_path([root for _, root in resolved]):
             entries = [entry for entry, _ in resolved]
             import_plugins(entries)
             now = code_record(entries)
-    except ConfigError as err:
-        return None, f"its plugins cannot be imported ({err})"
+    except Exception as err:  # noqa: BLE001  (checked code that fails to import: named, never a traceback)
+        return None, f"its plugins cannot be imported ({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''})"
     recorded = record.get("files") or {}
     differ = sorted(m for m in set(recorded) | set(now["files"]) if recorded.get(m) != now["files"].get(m))
     if differ:
@@ -195,18 +222,26 @@ def bound_estimator(option, group: dict | None):
     return bind_estimator(option, _group_config(EstimatorConfig, group))
 
 
-def _importable(entry: str, module: str | None, record: dict) -> tuple[str, str | None]:
-    """(the entry to import, a folder to put on sys.path while it is imported, or None): the file the run recorded
-    for its module when it is still there, else as named."""
-    path = (record.get("paths") or {}).get(module) if isinstance(module, str) else None
-    if not path or not os.path.isfile(path):
-        return entry, None
+def _importable(module: str, record: dict) -> tuple[str | None, str | None]:
+    """(the checked file or folder to import, or the module name with the folder to put on sys.path while it is
+    imported): always the file the run recorded for the module, never the entry as config.yaml spells it.
+    (None, None) when the file does not lie where the module's name puts it."""
+    file = Path(record["paths"][module]).resolve()
     if module.startswith(FILE_PREFIX):
-        return path, None
-    if Path(path).name == "__init__.py" and Path(path).parent.name == module:
-        return str(Path(path).parent), None  # a package folder named as such
-    depth = module.count(".") + (1 if Path(path).name == "__init__.py" else 0)
-    return module, str(Path(path).parents[depth])  # where the run found the module
+        return str(file), None
+    parts = module.split(".")
+    tail = [*parts, "__init__.py"] if file.name == "__init__.py" else [*parts[:-1], f"{parts[-1]}.py"]
+    if len(file.parts) <= len(tail) or list(file.parts[-len(tail):]) != tail:
+        return None, None
+    root = file.parents[len(tail) - 1]
+    if file.name == "__init__.py" and len(parts) == 1:
+        return str(file.parent), None  # a package folder
+    for depth in range(1, len(parts)):  # importing a.b.c runs a/__init__.py and a/b/__init__.py: checked too
+        parent = ".".join(parts[:depth])
+        where = record["paths"].get(parent)
+        if where is None or Path(where).resolve() != root.joinpath(*parts[:depth], "__init__.py"):
+            return None, None
+    return module, str(root)  # where the run found the module: on sys.path while it is imported
 
 
 @contextlib.contextmanager
