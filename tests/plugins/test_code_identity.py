@@ -116,10 +116,18 @@ def test_an_installed_distribution_is_its_recorded_files(tmp_path, monkeypatch):
 
 
 def test_the_shipped_examples_keep_their_digests():
-    """The rule covers what the examples always held (their folders hold no data file): their runs keep their
-    identities across the change."""
-    got = record(REPO, [str(REPO / "examples" / "clip_lenpen")])
-    assert sorted(got["files"]) == ["clip_lenpen", "clip_lenpen.estimators", "clip_lenpen.rewards"]
+    """The rule covers what the examples always held (their folders hold no data file): the same three modules, each
+    the sha256 of its file, and the digest over (module, sha256) pairs the earlier rule made, so their runs keep
+    their identities across the change."""
+    import hashlib
+
+    folder = REPO / "examples" / "clip_lenpen"
+    got = record(REPO, [str(folder)])
+    files = {"clip_lenpen": folder / "__init__.py", "clip_lenpen.estimators": folder / "estimators.py",
+             "clip_lenpen.rewards": folder / "rewards.py"}
+    shas = {m: hashlib.sha256(f.read_bytes()).hexdigest() for m, f in files.items()}
+    assert got["files"] == shas
+    assert got["sha256"] == hashlib.sha256("".join(f"{m}\0{sha}\n" for m, sha in sorted(shas.items())).encode()).hexdigest()
 
 
 def test_code_imported_during_the_run_by_a_computed_name_fails_the_run_loudly(tmp_path, monkeypatch):

@@ -51,10 +51,10 @@ def _from_plugin_code(module: str) -> bool:
     frame = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_filename
-        if name in files or (prefixes and os.path.realpath(name).startswith(prefixes)):
+        if name in files:
             return True
         real = os.path.realpath(name)
-        if real in files:
+        if real in files or (prefixes and real.startswith(prefixes)):
             return True
         frame = frame.f_back
     return False
