@@ -8,8 +8,10 @@ import json
 import pytest
 
 from rlvr_sweep.config import ConfigError
-from rlvr_sweep.sweep.search import (best_trial, differing, failed_trial, is_search, objective_of, read_search,
-                                     summary_lines, swept_keys, value_of, write_start, write_trial)
+from rlvr_sweep.io import atomic_write_json
+from rlvr_sweep.sweep.search import failed_trial, is_search, objective_of, value_of
+from rlvr_sweep.sweep.search_record import (best_trial, differing, read_search, summary_lines, swept_keys,
+                                            write_trial)
 from tests.helpers import compose_cfg
 
 
@@ -87,9 +89,15 @@ def test_only_the_grid_sweepers_are_not_searches():
     assert is_search("hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper")
 
 
-def _search(folder, direction="maximize"):
-    write_start(folder, ["+arm=ra_flat", "profile=smoke", "train.lr=interval(1e-6,1e-4)", "train.steps=3"],
-                "trained.toy_heldout", direction, "optuna", folder / "sweep", ["train.lr"])
+def _search(folder, direction="maximize", ended=True):
+    """A search record as a search launch leaves it (`search_record.start_search`, trials, summary)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(folder / "search.json", {
+        "line": ["+arm=ra_flat", "profile=smoke", "train.lr=interval(1e-6,1e-4)", "train.steps=3"],
+        "objective": "trained.toy_heldout", "direction": direction, "sweeper": "optuna", "swept": ["train.lr"],
+        "asked": 5, "sweep_dir": str(folder / "sweep"), "started": 0.0})
+    if ended:
+        atomic_write_json(folder / "summary.json", {})
     write_trial(folder, 0, {"overrides": ["+arm=ra_flat", "train.lr=2e-05", "train.steps=3"], "status": "ok",
                             "value": 0.4, "runs": [{"run_dir": "a", "seed": 42, "value": 0.4}]})
     write_trial(folder, 1, {"overrides": ["+arm=ra_flat", "train.lr=7e-05", "train.steps=3"], "status": "failed",
@@ -122,18 +130,11 @@ def test_ties_go_to_the_first_trial_and_no_completed_trial_has_no_best():
     assert summary_lines({"objective": "o"}, failed)[-1] == "best: none (no trial completed)"
 
 
-def test_a_relaunch_keeps_the_first_search_json(tmp_path):
-    _search(tmp_path)
-    first = json.loads((tmp_path / "search.json").read_text())
-    write_start(tmp_path, ["other"], "trained.x", "minimize", "optuna", tmp_path / "elsewhere", [])
-    assert json.loads((tmp_path / "search.json").read_text()) == first
-
-
 @pytest.mark.parametrize("name, text, problem", [
     ("trial_3.json", "{not json", "trial_3.json: not read: JSONDecodeError"),
     ("trial_3.json", "[1, 2]", "trial_3.json: not read: not a JSON object"),
     ("trial_3.json", '{"number": true, "status": "ok", "value": 1}', "trial_3.json: number: True is not a trial"),
-    ("trial_3.json", '{"number": 3, "status": "done", "value": 1}', "trial_3.json: status: 'done' is neither"),
+    ("trial_3.json", '{"number": 3, "status": "done", "value": 1}', "trial_3.json: status: 'done' is none of"),
     ("trial_3.json", '{"number": 3, "status": "ok", "value": NaN}', "trial_3.json: value: nan is not a number"),
     ("trial_3.json", '{"number": 3, "status": "ok", "value": "0.9"}', "trial_3.json: value: '0.9' is not a number"),
     ("trial_3.json", b'\xff\xfe', "trial_3.json: not read: UnicodeDecodeError"),
@@ -181,7 +182,7 @@ def test_status_lists_each_search_with_its_best_and_names_a_crafted_file(tmp_pat
         "  2026-12-03_11-00-00: 2 trial(s), 2 done, 0 failed; minimize; best trained.toy_heldout = 0.4000 "
         "(train.lr=2e-05)"]
     assert out[0].split() == ["arm", "paper", "horizon", "seed", "state", "detail"] and out[2] == "0 runs: "
-    problem = f"  {tmp_path / '.searches' / '2026-12-03_11-00-00' / 'trial_1.json'}: status: 3 is neither 'ok' nor 'failed'"
+    problem = f"  {tmp_path / '.searches' / '2026-12-03_11-00-00' / 'trial_1.json'}: status: 3 is none of 'ok', 'failed', 'started'"
     assert out[-1] == problem and "read in part: 1 file" in out[-2]
 
 
@@ -273,3 +274,82 @@ def test_a_crafted_swept_field_shows_a_trial_s_whole_overrides():
     for swept in ("train.lr", 7, None, {"train.lr": 1}):
         assert differing({"swept": swept})(trial) == "train.lr=1e-05 seed=3"
     assert differing({"swept": ["train.lr", 5]})(trial) == "train.lr=1e-05"
+
+
+# ---------------------------------------------------------------- one record per search launch (issue 47 item 5)
+START = {"line": ["train.lr=interval(1e-6,1e-4)"], "objective": "trained.toy_heldout", "direction": "maximize",
+         "sweeper": "optuna", "swept": ["train.lr"], "asked": 3}
+
+
+def test_a_second_search_into_a_used_sweep_folder_gets_its_own_record_and_the_first_is_kept(tmp_path):
+    from rlvr_sweep.sweep.search_record import record_of, start_search
+
+    sweep = tmp_path / "multirun" / "2026-12-05" / "10-00-00"
+    first = start_search(tmp_path / "runs", sweep, START)
+    write_trial(first.folder, 0, {"overrides": ["train.lr=1e-05"], "status": "ok", "value": 0.5, "runs": []})
+    first.close()
+    kept = {p.name: p.read_bytes() for p in first.folder.iterdir() if p.suffix == ".json"}
+    other = {**START, "objective": "totals.seconds", "direction": "minimize", "asked": 2}
+    second = start_search(tmp_path / "runs", sweep, other)
+    write_trial(second.folder, 0, {"overrides": ["train.lr=3e-05"], "status": "ok", "value": 41.0, "runs": []})
+    second.close()
+    assert first.folder.name == "2026-12-05_10-00-00" and second.folder.name == "2026-12-05_10-00-00-2"
+    assert record_of(sweep) == second.folder.resolve()  # the trials of the later launch write to its record
+    assert {p.name: p.read_bytes() for p in first.folder.iterdir() if p.suffix == ".json"} == kept
+    meta, trials, _ = read_search(second.folder)
+    assert summary_lines(meta, trials)[0] == "Search summary: 1 trial(s), 1 done, 0 failed; objective totals.seconds (minimize)"
+    # a sweep folder elsewhere whose last two parts are the same names: a record of its own too
+    third = start_search(tmp_path / "runs", tmp_path / "b" / "2026-12-05" / "10-00-00", START)
+    third.close()
+    assert third.folder.name == "2026-12-05_10-00-00-3"
+
+
+def test_a_second_search_into_a_sweep_folder_whose_search_runs_is_refused_naming_it(tmp_path):
+    import os
+
+    from rlvr_sweep.sweep.search_record import SearchBusyError, start_search
+
+    sweep = tmp_path / "multirun" / "d" / "t"
+    running = start_search(tmp_path / "runs", sweep, START)
+    with pytest.raises(SearchBusyError, match=f"hydra.sweep.dir={sweep}: another search runs into this folder "
+                                              rf"\(pid {os.getpid()} on host "):
+        start_search(tmp_path / "runs", sweep, START)
+    assert [p.name for p in (tmp_path / "runs" / ".searches").iterdir()] == ["d_t"]  # nothing made for it
+    running.close()
+    start_search(tmp_path / "runs", sweep, START).close()  # once the first ended, the folder is free
+
+
+def test_status_tells_a_running_search_from_one_cut_off_and_one_ended(tmp_path, capsys):
+    from rlvr_sweep.sweep.search_record import search_state, start_search
+    from rlvr_sweep.sweep.status_cli import main
+
+    started = start_search(tmp_path, tmp_path / "multirun" / "d" / "t", START)
+    write_trial(started.folder, 0, {"overrides": ["train.lr=1e-05"], "status": "ok", "value": 0.5, "runs": []})
+    write_trial(started.folder, 1, {"overrides": ["train.lr=2e-05"], "status": "started"})
+    assert search_state(started.folder) == "running"
+    main([str(tmp_path)])
+    line = "  d_t: 2 trial(s), 1 done, 0 failed, 1 unfinished; maximize; best trained.toy_heldout = 0.5000 (train.lr=1e-05)"
+    assert f"{line}; running (2 of 3 trial(s) so far)" in capsys.readouterr().out.splitlines()
+    started.close()  # the process ends without its summary: what `kill -9` of a search leaves
+    assert search_state(started.folder) == "cut off"
+    main([str(tmp_path)])
+    assert (f"{line}; cut off after 2 of 3 trial(s) asked for (its process ended before the search did; relaunch "
+            "the line to go on: finished runs are read, not rerun)") in capsys.readouterr().out.splitlines()
+    meta, trials, _ = read_search(started.folder)
+    assert summary_lines(meta, trials)[2] == "  trial 1: train.lr=2e-05: did not finish"
+    atomic_write_json(started.folder / "summary.json", {})
+    assert search_state(started.folder) == "ended"
+
+
+@pytest.mark.parametrize("pointer, said", [
+    (None, "the search's record pointer cannot be read"),
+    ('{"record": "/etc"}', "'/etc' is not a search record folder"),
+    ("[1]", "the search's record pointer cannot be read"),
+])
+def test_a_trial_writes_only_to_the_record_its_sweep_folder_names(tmp_path, pointer, said):
+    from rlvr_sweep.sweep.search_record import RECORD_POINTER, record_of
+
+    if pointer is not None:
+        (tmp_path / RECORD_POINTER).write_text(pointer)
+    with pytest.raises(ValueError, match=said):
+        record_of(tmp_path)

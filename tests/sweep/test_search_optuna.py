@@ -31,13 +31,14 @@ def _search(tmp_path: Path, *extra: str):
     return run_cli(line, cwd=tmp_path, timeout=600)
 
 
-def _record(tmp_path: Path) -> Path:
-    (folder,) = (tmp_path / "runs" / ".searches").iterdir()
-    return folder
+def _record(tmp_path: Path, launch: int = 1) -> Path:
+    """The record of the line's `launch`-th search into its sweep folder (each launch has its own)."""
+    folders = sorted((tmp_path / "runs" / ".searches").iterdir(), key=lambda p: len(p.name))
+    return folders[launch - 1]
 
 
-def _trials(tmp_path: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(_record(tmp_path).glob("trial_*.json"))]
+def _trials(tmp_path: Path, launch: int = 1) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(_record(tmp_path, launch).glob("trial_*.json"))]
 
 
 def _run_json(tmp_path: Path, run: dict) -> dict:
@@ -83,11 +84,15 @@ def test_an_interval_search_runs_its_trials_reports_the_best_and_resumes(tmp_pat
                             capture_output=True, text=True, timeout=300)
     assert verify.returncode == 0 and "4/4 passes ok" in verify.stdout, verify.stdout[-2000:]
 
-    # a relaunch (the sampler seeded by the line's seed) proposes the same trials and reads their runs
+    # a relaunch (the sampler seeded by the line's seed) proposes the same trials and reads their runs; into the
+    # same sweep folder, it is a search launch of its own, with its own record: the first one's is kept as it was
+    kept = {p.name: p.read_bytes() for p in _record(tmp_path).iterdir() if p.suffix == ".json"}
     again = _search(tmp_path, "hydra.sweeper.n_trials=2", "train.lr=interval(1e-6,1e-4)")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert [[r["skipped"] for r in t["runs"]] for t in _trials(tmp_path)] == [[True], [True]]
-    assert [t["value"] for t in _trials(tmp_path)] == [t["value"] for t in trials]
+    assert _record(tmp_path, 2).name == f"{_record(tmp_path).name}-2"
+    assert {p.name: p.read_bytes() for p in _record(tmp_path).iterdir() if p.suffix == ".json"} == kept
+    assert [[r["skipped"] for r in t["runs"]] for t in _trials(tmp_path, 2)] == [[True], [True]]
+    assert [t["value"] for t in _trials(tmp_path, 2)] == [t["value"] for t in trials]
     assert len([p for p in (tmp_path / "runs" / "smoke" / "ra_flat").iterdir() if not p.name.startswith(".")]) == 2
 
 
@@ -155,3 +160,49 @@ def test_a_trial_whose_run_another_process_holds_waits_for_it_instead_of_failing
     (trial,) = _trials(tmp_path)
     assert trial["status"] == "ok", trial
     assert Path(trial["runs"][0]["run_dir"]).name == run_dir.name
+
+
+def test_a_search_into_a_folder_whose_search_runs_is_refused_and_a_killed_search_says_it_was_cut_off(tmp_path):
+    """Item 5 of issue 47: a second search into the sweep folder of a running one is refused in one line (exit 3),
+    writing nothing; the first, killed (-9) mid-way, reads in `status` as cut off after its trials of 20 asked for,
+    its unfinished trial named, never as a finished smaller search."""
+    import os
+    import signal
+    import time
+
+    from tests.conftest import REPO
+
+    line = [*SEARCH, f"run.out_root={tmp_path / 'runs'}", f"hydra.sweep.dir={tmp_path / 'multirun'}",
+            "hydra.sweeper.n_trials=20", "train.lr=interval(1e-6,1e-4)", "-m"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    first = subprocess.Popen([sys.executable, "-m", "rlvr_sweep", *line], cwd=tmp_path, env=env, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def trial(number: int) -> dict:
+            path = tmp_path / "runs" / ".searches" / f"{tmp_path.name}_multirun" / f"trial_{number}.json"
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and first.poll() is None:
+                try:
+                    return json.loads(path.read_text())
+                except (OSError, ValueError):
+                    time.sleep(0.05)
+            raise AssertionError(f"trial {number} never started")
+
+        trial(0)
+        second = _search(tmp_path, "hydra.sweeper.n_trials=2", "train.lr=interval(1e-6,1e-4)")
+        assert second.returncode == 3, second.stderr[-2000:]
+        assert second.stderr.strip().splitlines()[-1].startswith(
+            f"Search not launched: hydra.sweep.dir={tmp_path / 'multirun'}: another search runs into this folder (pid ")
+        assert len(list((tmp_path / "runs" / ".searches").iterdir())) == 1
+        assert trial(1)["status"] == "started"
+        os.killpg(first.pid, signal.SIGKILL)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    status = subprocess.run([sys.executable, "-m", "rlvr_sweep", "status", str(tmp_path / "runs")],
+                            capture_output=True, text=True, timeout=300, env=env)
+    (said,) = [s for s in status.stdout.splitlines() if s.startswith(f"  {tmp_path.name}_multirun: ")]
+    assert "2 trial(s), 1 done, 0 failed, 1 unfinished; maximize; best trained.toy_heldout = " in said
+    assert said.endswith("; cut off after 2 of 20 trial(s) asked for (its process ended before the search did; "
+                         "relaunch the line to go on: finished runs are read, not rerun)")

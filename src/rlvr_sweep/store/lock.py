@@ -48,29 +48,47 @@ def holder(run_dir: Path) -> str:
 def run_lock(run_dir: Path, wait: bool = False):
     """Hold the run's lock for the body; raise RunBusyError at once if taken (unless `wait`)."""
     path = lock_path(run_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = take_lock(path)
+    if fd is None:
+        if not wait:
+            raise RunBusyError(f"{run_dir} is being run by {holder(run_dir)}; this process writes nothing "
+                               "(rerun with run.wait_for_lock=true to wait for it)")
+        log.info("waiting for %s, which is being run by %s", run_dir, holder(run_dir))
+        fd = take_lock(path, wait=True)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if not wait:
-                raise RunBusyError(f"{run_dir} is being run by {holder(run_dir)}; this process writes nothing "
-                                   "(rerun with run.wait_for_lock=true to wait for it)") from None
-            log.info("waiting for %s, which is being run by %s", run_dir, holder(run_dir))
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        me = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode()
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, me, 0)
         yield
     finally:
         os.close(fd)  # releases the lock
 
 
+def take_lock(path: Path, wait: bool = False) -> int | None:
+    """An exclusive `flock` on `path` (made with its folder if missing), its holder's pid, host and start time
+    written in it: the open descriptor, whose closing (or the process's end) releases it; None when another
+    process holds it (unless `wait`: then once it is released)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    me = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, me, 0)
+    return fd
+
+
 def lock_holder(run_dir: Path) -> dict | None:
-    """The holder's {pid, host, started} while some process holds the run's lock, else None. Asks the
+    """The holder's {pid, host, started} while some process holds the run's lock, else None."""
+    return held_by(lock_path(run_dir))
+
+
+def held_by(path: Path) -> dict | None:
+    """The holder's {pid, host, started} while some process holds the lock at `path`, else None. Asks the
     kernel (a non-blocking shared `flock`, released at once), so a dead holder's file reads as free."""
-    path = lock_path(run_dir)
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from rlvr_sweep.sweep.records import Problems
-from rlvr_sweep.sweep.search import search_lines, searches
+from rlvr_sweep.sweep.search_record import search_lines, searches
 from rlvr_sweep.sweep.status import STATES, planned_report, sweep_report, totals
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2

@@ -75,14 +75,16 @@ def _pct(value, signed: bool = False) -> str:
     return f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}"
 
 
-def sweep_infos(sweep_dir: Path) -> list[dict]:
-    """run.json of every job of a sweep, in job order; a job that failed before it wrote one, or found
-    its run held by another process, is reported as such."""
+def sweep_infos(sweep_dir: Path, jobs: set[int] | None = None) -> list[dict]:
+    """run.json of every job of a sweep (or of the job numbers `jobs` only), in job order; a job that failed
+    before it wrote one, or found its run held by another process, is reported as such."""
     from rlvr_sweep import store
 
     infos = []
-    jobs = [d for d in Path(sweep_dir).iterdir() if d.is_dir() and d.name.isdigit()] if Path(sweep_dir).is_dir() else []
-    for job in sorted(jobs, key=lambda d: int(d.name)):
+    found = [d for d in Path(sweep_dir).iterdir() if d.is_dir() and d.name.isdigit()] if Path(sweep_dir).is_dir() else []
+    for job in sorted(found, key=lambda d: int(d.name)):
+        if jobs is not None and int(job.name) not in jobs:
+            continue
         pointer, error, busy = job / POINTER, job / JOB_ERROR, job / BUSY
         if not (pointer.is_file() or error.is_file() or busy.is_file()):
             continue  # not a job folder of ours
@@ -111,18 +113,31 @@ def _job_number(name: str) -> int:
 
 
 class SweepSummaryCallback(Callback):
+    def __init__(self) -> None:
+        self._search = None  # a search launch's record and locks (`sweep.search_record.StartedSearch`)
+
     def on_multirun_start(self, config, **kwargs) -> None:
         if _searching(config):
-            from rlvr_sweep.sweep.search import search_dir, write_start
+            import sys
 
-            write_start(search_dir(config.run.out_root, config.hydra.sweep.dir), list(config.hydra.overrides.task),
-                        _objective(config), config.sweep.direction, config.hydra.sweeper._target_,
-                        config.hydra.sweep.dir, _swept(config))
+            from rlvr_sweep.sweep.search_record import SearchBusyError, start_search
+
+            start = {"line": list(config.hydra.overrides.task), "objective": _objective(config),
+                     "direction": config.sweep.direction, "sweeper": config.hydra.sweeper._target_,
+                     "swept": _swept(config), "asked": _asked(config)}
+            try:
+                self._search = start_search(config.run.out_root, config.hydra.sweep.dir, start)
+            except SearchBusyError as err:
+                print(f"Search not launched: {err}", file=sys.stderr, flush=True)
+                raise SystemExit(3) from None
 
     def on_multirun_end(self, config, **kwargs) -> None:
+        if _searching(config) and self._search is not None:
+            try:
+                return _end_search(self._search.folder, Path(config.hydra.sweep.dir))
+            finally:
+                self._search.close()
         infos = sweep_infos(Path(config.hydra.sweep.dir))
-        if _searching(config):
-            return _end_search(config, infos)
         if not infos:
             return
         print("\nSweep summary (greedy accuracy, %):\n" + format_summary(infos), flush=True)
@@ -137,6 +152,14 @@ class SweepSummaryCallback(Callback):
         if counts.get("busy"):
             raise SystemExit(3)  # runs held by another process: not done here, not failed either
 
+
+def _asked(config) -> int | None:
+    """How many trials the search's sweeper is asked for (Optuna's `n_trials`, Nevergrad's `optim.budget`)."""
+    sweeper = config.hydra.sweeper
+    for asked in (sweeper.get("n_trials"), (sweeper.get("optim") or {}).get("budget")):
+        if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0:
+            return asked
+    return None
 
 
 def _swept(config) -> list[str]:
@@ -173,22 +196,23 @@ def _objective(config) -> str:
         return str(config.sweep.objective or "the validation split")
 
 
-def _end_search(config, infos: list[dict]) -> None:
-    """The runs' summary, then the search's: each trial's value or why it failed, and the best; written to
+def _end_search(folder: Path, sweep_dir: Path) -> None:
+    """The runs' summary of this search's own trials (a used sweep folder may hold another search's job
+    folders), then the search's: each trial's value or why it failed, and the best; written to
     `summary.json` beside the trials. Exit 1 when no trial completed."""
     from rlvr_sweep.io import atomic_write_json
-    from rlvr_sweep.sweep.search import best_trial, read_search, search_dir, summary_lines
+    from rlvr_sweep.sweep.search_record import asked_of, best_trial, read_search, summary_lines
 
+    meta, trials, problems = read_search(folder)
+    infos = sweep_infos(sweep_dir, jobs={t["number"] for t in trials})
     if infos:
         print("\nSweep summary (greedy accuracy, %):\n" + format_summary(infos), flush=True)
-    folder = search_dir(config.run.out_root, config.hydra.sweep.dir)
-    meta, trials, problems = read_search(folder)
     for line in [*summary_lines(meta, trials), *problems.lines]:
         print(line, flush=True)
     best = best_trial(trials, meta.get("direction", "maximize"))
     atomic_write_json(folder / "summary.json", {
         "objective": meta.get("objective"), "direction": meta.get("direction"), "trials": len(trials),
-        "failed": sum(t["status"] == "failed" for t in trials), "best": best})
+        "asked": asked_of(meta), "failed": sum(t["status"] == "failed" for t in trials), "best": best})
     print(f"search record: {folder}", flush=True)
     if best is None:
         raise SystemExit(1)

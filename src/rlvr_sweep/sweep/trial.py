@@ -14,11 +14,10 @@ import logging
 import traceback
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from rlvr_sweep.config import build_config
 from rlvr_sweep.plugins import plugin_frame
-from rlvr_sweep.sweep.search import failed_trial, objective_of, search_dir, value_of, write_trial
+from rlvr_sweep.sweep.search import failed_trial, objective_of, value_of
+from rlvr_sweep.sweep.search_record import record_of, write_trial
 from rlvr_sweep.sweep.summary import JOB_ERROR, POINTER
 
 log = logging.getLogger(__name__)
@@ -29,8 +28,14 @@ def run_trial(raw, job_dir: Path, number: int, overrides: list[str]):
     from rlvr_sweep.run.loggers import check_loggers
     from rlvr_sweep.run.plan import finished_as_left, locate
 
-    folder = search_dir(OmegaConf.select(raw, "run.out_root", default="outputs/runs"), job_dir.parent)
+    try:
+        folder = record_of(job_dir.parent)  # this launch's own record (`search_record.start_search`)
+    except ValueError as err:  # no record to write to: the trial says why in its job folder and fails
+        log.error("trial %d failed: %s", number, err)
+        (job_dir / JOB_ERROR).write_text(f"{err}\n")
+        return failed_trial(str(err))
     record = {"overrides": list(overrides)}
+    write_trial(folder, number, {**record, "status": "started"})  # a trial cut off reads as unfinished
     try:
         cfg = build_config(raw)
         check_loggers(cfg.logger)
