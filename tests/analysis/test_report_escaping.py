@@ -14,6 +14,7 @@ folders, one failed, one damaged, one renamed, with `verify all` run (slow).
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -122,10 +123,11 @@ def sections(base: Path, marks: dict) -> tuple[str, dict]:
     mine = Table("mine", "Mine", pd.DataFrame(), pd.DataFrame({"short": [marks["cell"]], "long": [marks["long_cell"]]}),
                  notes=[note, folded], folded={folded: (marks["summary"], [marks["item"]])})
     unbuilt = Table.unbuilt("unbuilt", "Unbuilt", marks["why"])
-    verdict = [{"name": "PASS 1", "ok": False, "summary": "checked", "problems": [f"{folders[0]}: {marks['problem']}"],
-                "seconds": 0.1},
-               {"name": "PASS 4", "ok": True, "summary": "checked", "problems": [], "unchecked": [marks["unchecked"]],
-                "seconds": 0.1}]
+    verdict = {"advice": None, "passes": [
+        {"name": "PASS 1", "ok": False, "summary": "checked", "problems": [f"{folders[0]}: {marks['problem']}"],
+         "seconds": 0.1},
+        {"name": "PASS 4", "ok": True, "summary": "checked", "problems": [], "unchecked": [marks["unchecked"]],
+         "seconds": 0.1}]}
     html = "".join([html_report._provenance(sweep, root), html_report._verify_section(verdict),
                     *(html_report._table(t) for t in (*built.values(), mine, unbuilt))])
     label = f"1. {marks['arm']}"
@@ -149,6 +151,14 @@ def test_each_section_shows_markup_as_text_and_makes_the_elements_plain_strings_
         found = page.texts(tag, cls)
         assert [t for t in texts if t not in found] == [], (where, found)
     assert page.texts("td").count(f"1. {MARKS['arm']}") == 4  # its Table 1 row, its 3 runs' in the runs table
+
+
+def test_the_verdict_s_advice_heads_the_section_as_text():
+    advice = "the plugin code changed since 2 run(s) ran: --plugins-kept-in <kbd>root&amp;k re-derives them"
+    verdict = {"advice": advice, "passes": [{"name": "PASS 1", "ok": True, "summary": "s", "problems": [],
+                                             "unchecked": ["u"], "seconds": 0.1}]}
+    section = html_report._verify_section(verdict)
+    assert f"<b>no problem, but incomplete: {html.escape(advice)} (report --plugins, verify all)</b>" in section
 
 
 # ---------------------------------------------------------------------------------------------------

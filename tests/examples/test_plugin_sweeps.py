@@ -115,6 +115,25 @@ def test_an_edited_plugin_is_a_new_run_never_a_skip(tmp_path):
     diff = command("rlvr_sweep.analysis", "diff", str(run_dirs[0]), str(run_dirs[1]), cwd=tmp_path)
     assert "plugins module lenpen.rewards" in diff.stdout and "settings that differ: none" in diff.stdout
 
+    # the earlier runs stay checkable: each kept the code it ran, re-derived with it when the folder is named
+    runs = tmp_path / "runs"
+    moved = verify(tmp_path, "--plugins", str(plugin))
+    assert moved.returncode == EXIT_INCOMPLETE, moved.stdout + moved.stderr
+    assert moved.stdout.splitlines()[-1].endswith(
+        f"(the plugin code changed since 3 run(s) ran: --plugins-kept-in {runs} re-derives them with the code each "
+        "run kept (it imports that code from the results folder: only for results you trust))")
+    kept = verify(tmp_path, "--plugins", str(plugin), "--plugins-kept-in", str(runs))
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert "PASS 1 ok: 6 finished runs" in kept.stdout and "4/4 passes ok" in kept.stdout
+    old = next(i for i in infos if i["inputs"]["plugins"]["files"]["lenpen.rewards"] != codes_now(plugin))
+    assert (Path(old["run_dir"]) / "plugin_code" / str((plugin / "rewards.py").resolve()).lstrip("/")).is_file()
+
+
+def codes_now(plugin: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256((plugin / "rewards.py").read_bytes()).hexdigest()
+
 
 def test_an_error_raised_in_plugin_code_is_the_plugin_s(tmp_path):
     plugin = tmp_path / "broken.py"

@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--plugins", nargs="*", default=None, metavar="DIR",
                            help="the verdict imports the runs' recorded plugins to re-derive what they decided "
                                 "(`verify all --plugins [DIR ...]`)")
+            p.add_argument("--plugins-kept-in", nargs="+", default=None, metavar="DIR",
+                           help="the verdict re-derives the runs under DIR with the plugin code each kept "
+                                "(`verify all --plugins-kept-in DIR`: imports code from that results folder)")
         else:
             p.add_argument("--out", required=True, help="output folder")
         p.add_argument("--profile", default=None, help="only this profile's runs (smoke, paper, ...)")
@@ -171,7 +174,7 @@ def main(argv=None) -> int:
 
         path = write_report(sweep, root, args.out, verify=not args.no_verify, n_resamples=args.resamples,
                             seed=args.seed, progress=lambda line: print(line, flush=True), plugins=args.plugins,
-                            contrasts=contrasts, baseline=baseline)
+                            kept_in=args.plugins_kept_in, contrasts=contrasts, baseline=baseline)
         print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - started:.1f}s; {head})")
         return EXIT_OK
     Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -67,9 +67,10 @@ LONG_WORD = 16  # characters of a word from which a cell may break inside its wo
 
 
 def write_report(sweep: Sweep, root, out, *, verify: bool = True, n_resamples: int = 4000, seed: int = 0,
-                 progress=print, plugins=None, contrasts=None, baseline: str | None = None) -> Path:
+                 progress=print, plugins=None, kept_in=None, contrasts=None, baseline: str | None = None) -> Path:
     """Build every section (module docstring) and write the page to `out`; returns its path. `plugins`: the
-    verdict re-derives what the runs' plugins decided (`verify all --plugins`); `contrasts`, `baseline`: Table
+    verdict re-derives what the runs' plugins decided (`verify all --plugins`), `kept_in` with the code the runs
+    under those folders kept (`verify all --plugins-kept-in`); `contrasts`, `baseline`: Table
     2B's declared rows and baseline arm (`build_tables`), the baseline also the configs section's."""
     started = time.perf_counter()
     progress("tables ...")
@@ -77,7 +78,7 @@ def write_report(sweep: Sweep, root, out, *, verify: bool = True, n_resamples: i
     tables = {n: t for n, t in tables.items() if not (n in OPTIONAL_TABLES and t.why)}
     progress("figures ...")
     figures = _figures(sweep)
-    verdict = _verify(root, progress, plugins) if verify else None
+    verdict = _verify(root, progress, plugins, kept_in) if verify else None
     progress("configs ...")
     parts = [
         f"<h1>Sweep report: {_e(root)}</h1>",
@@ -147,30 +148,31 @@ def _places(plugins) -> list[str]:
     return [str(p) for p in plugins] if isinstance(plugins, (list, tuple)) else []
 
 
-def _verify(root, progress, plugins=None) -> list[dict]:
+def _verify(root, progress, plugins=None, kept_in=None) -> dict:
     """`verify all ROOT` run as its own command (the verifier rebuilds what analysis builds, so it stands
     above this stage), its verdict read back from its `--json` file."""
     progress("verify all ...")
     with tempfile.TemporaryDirectory(prefix="rlvr_report_") as scratch:
         verdict = Path(scratch) / "verify.json"
         proc = subprocess.run([sys.executable, "-m", "rlvr_sweep.verify", "all", str(root), "--json", str(verdict),
-                               *(["--plugins", *_places(plugins)] if plugins is not None and plugins is not False else [])],
+                               *(["--plugins", *_places(plugins)] if plugins is not None and plugins is not False else []),
+                               *(["--plugins-kept-in", *map(str, kept_in)] if kept_in else [])],
                               capture_output=True, text=True)
         for line in proc.stdout.splitlines():
             if line.startswith(("PASS", "==")):
                 progress(line)
         if not verdict.is_file():
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            return [{"name": "verify all", "ok": False, "summary": f"did not run to the end (exit {proc.returncode})",
-                     "problems": [tail], "seconds": 0.0}]
-        return json.loads(verdict.read_text())["passes"]
+            return {"passes": [{"name": "verify all", "ok": False, "problems": [tail], "seconds": 0.0,
+                                "summary": f"did not run to the end (exit {proc.returncode})"}]}
+        return json.loads(verdict.read_text())
 
 
-def _verify_section(results) -> str:
+def _verify_section(verdict: dict | None) -> str:
     head = "<h2 id='verify'>Verify</h2>"
-    if results is None:
+    if verdict is None:
         return head + "<p class='why'>Not run (<code>--no-verify</code>): run <code>python -m rlvr_sweep.verify all ROOT</code>.</p>"
-    rows = []
+    results, advice, rows = verdict["passes"], verdict.get("advice"), []
     for r in results:
         unchecked = r.get("unchecked") or []
         verdict = "<span class='ok'>ok</span>" if r["ok"] and not unchecked else \
@@ -182,8 +184,8 @@ def _verify_section(results) -> str:
                     + (f"<ul>{problems}</ul>" if problems else "") + f"</td><td>{r['seconds']:.1f}s</td></tr>")
     overall = "some passes FAILED" if not all(r["ok"] for r in results) else \
         "every pass ok" if not any(r.get("unchecked") for r in results) else \
-        "no problem, but incomplete: plugin code not imported (report --plugins, verify all --plugins)"
-    return head + f"<p>verify all: <b>{overall}</b></p><table><tr><th>pass</th><th>verdict</th><th>what it checked</th>" \
+        f"no problem, but incomplete: {advice or 'plugin code not imported'} (report --plugins, verify all)"
+    return head + f"<p>verify all: <b>{_e(overall)}</b></p><table><tr><th>pass</th><th>verdict</th><th>what it checked</th>" \
                   f"<th>time</th></tr>{''.join(rows)}</table>"
 
 

@@ -267,6 +267,13 @@ class Registry:
     def options(self) -> list[Option]:
         return [self._options[n] for n in self.names()]
 
+    def forget(self, modules: set[str]) -> None:
+        """Drop the plugin options whose functions come from `modules` (another version of them is imported
+        next: `plugins.versions`)."""
+        for name, option in list(self._options.items()):
+            if not option.built_in and getattr(option.fn, "__module__", None) in modules:
+                del self._options[name]
+
     def plugins(self) -> list[Option]:
         """The options registered from outside the package."""
         return [o for o in self.options() if not o.built_in]

@@ -25,6 +25,7 @@ from rlvr_sweep.plugins.loaded import plugin_files
 from rlvr_sweep.plugins.roots import is_user_file
 
 COMPILED: dict[str, str] = {}  # resolved source file -> sha256 of the bytes compiled from it, in this process
+COMPILED_BYTES: dict[str, bytes] = {}  # resolved source file -> those bytes (what a run keeps: `kept`)
 
 
 class HashedSourceLoader(importlib.machinery.SourceFileLoader):
@@ -33,7 +34,8 @@ class HashedSourceLoader(importlib.machinery.SourceFileLoader):
     def get_code(self, fullname):
         path = self.get_filename(fullname)
         data = self.get_data(path)
-        COMPILED[str(Path(path).resolve())] = hashlib.sha256(data).hexdigest()
+        resolved = str(Path(path).resolve())
+        COMPILED[resolved], COMPILED_BYTES[resolved] = hashlib.sha256(data).hexdigest(), bytes(data)
         return self.source_to_code(data, path)
 
 

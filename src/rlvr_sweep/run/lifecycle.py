@@ -15,7 +15,6 @@ run.json, after freeing what it can (its temporary files: on a full disk, they a
 from __future__ import annotations
 
 import copy
-import errno
 import logging
 import os
 import shutil
@@ -30,10 +29,12 @@ from transformers.utils import logging as hf_logging
 from rlvr_sweep import data, evaluation, store
 from rlvr_sweep.config import Config, paper_arm, scaled_length
 from rlvr_sweep.plugins import PluginCodeChanged, compiled_now, plugin_frame, unrecorded_code
+from rlvr_sweep.plugins.kept import keep_code
 from rlvr_sweep.policy import load_policy
 from rlvr_sweep.reward import get_grader, grading
 from rlvr_sweep.rollout import static_engine, vllm_engine
 from rlvr_sweep.run import checkpoint, readouts, train
+from rlvr_sweep.run.disk import full_disk
 from rlvr_sweep.run.memory import needs_reference, size_words
 from rlvr_sweep.run.plan import Plan, data_canonical, plan
 from rlvr_sweep.run.loggers import check_loggers, open_loggers
@@ -73,6 +74,10 @@ def run_plan(p: Plan) -> dict:
             info = _run_info(cfg, run_dir, policy, resume, identity)
             loggers = None
             try:
+                missed = keep_code(run_dir, identity.inputs.get("plugins"))  # checkable after an edit
+                if missed:
+                    info["plugin_code_not_kept"] = missed
+                    log.warning("plugin files not kept beside the run (changed since they were recorded): %s", missed)
                 store.atomic_write_json(run_dir / store.RUN_JSON, info)
                 log.info("run %s -> %s", cfg.arm, run_dir)
                 _name_earlier_inputs(run_dir, identity)
@@ -90,7 +95,7 @@ def run_plan(p: Plan) -> dict:
                 info["status"] = "finished"
             except BaseException as err:
                 store.remove_temp_files(run_dir)  # free what can be freed first: on a full disk it is these
-                full = _full_disk(run_dir, err)
+                full = full_disk(run_dir, err)
                 info.update(status="failed", error=str(full) if full else repr(err), traceback=traceback.format_exc())
                 frame = plugin_frame(err.__traceback__)
                 if frame is not None:  # raised in a researcher's own code: say where
@@ -111,27 +116,6 @@ def run_plan(p: Plan) -> dict:
             _tidy(run_dir)
             _log_summary(info)
     return info
-
-
-class DiskFullError(OSError):
-    """The disk holding the run folder filled up; the run recorded its failure and can be resumed."""
-
-
-FULL_BELOW = 1 << 20  # bytes free under which a failed write is put down to a full disk
-
-
-def _full_disk(run_dir: Path, err: BaseException) -> DiskFullError | None:
-    """A `DiskFullError` naming the disk when `err` came from it filling up (ENOSPC, or a library's own
-    error while the disk has next to nothing free), else None."""
-    try:
-        free = shutil.disk_usage(run_dir).free
-    except OSError:
-        return None
-    if getattr(err, "errno", None) == errno.ENOSPC or free < FULL_BELOW:
-        return DiskFullError(errno.ENOSPC, f"the disk holding {run_dir} is full ({free:,} bytes free after removing "
-                                           f"the run's temporary files; the write failed with {type(err).__name__}: "
-                                           f"{str(err).strip()[:200]}); free space and rerun the same command to resume")
-    return None
 
 
 def _name_earlier_inputs(run_dir: Path, identity) -> None:

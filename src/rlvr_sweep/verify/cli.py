@@ -16,7 +16,9 @@
     task's answers and grader) that was not re-derived because its code was not imported. `--plugins`
     imports exactly the modules each run's run.json names, only when their sha256 are the recorded ones,
     and re-derives those parts with them (`rlvr_sweep.verify.plugin_runs`); without it, no code from a
-    results folder ever runs.
+    results folder ever runs. `--plugins-kept-in DIR` re-derives the runs under DIR with the plugin code each
+    kept in its folder (`plugin_code/`), for runs made before their plugin was edited; it imports code from
+    that results folder, so only for the folders named.
 
 `python -m rlvr_sweep.verify regrade OUTPUT_DIR [--all]`
     Every run folder under OUTPUT_DIR (one with a `run.json`; finished runs only, i.e. with the
@@ -62,6 +64,7 @@ return plain dicts for tests and notebooks and raise `BadInput` where the CLI ex
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 import sys
@@ -96,12 +99,16 @@ def _parser() -> argparse.ArgumentParser:
                    help="PASS 4: items per fork read-out and probe re-run through the model (default 3)")
     p.add_argument("--device", default="cpu", help="PASS 4: where the checkpoints are loaded (default cpu)")
     p.add_argument("--json", default=None, metavar="FILE",
-                   help="also write the verdict as JSON: {root, passes: [{name, ok, verdict, summary, problems, "
-                        "unchecked, seconds}]}")
+                   help="also write the verdict as JSON: {root, advice, passes: [{name, ok, verdict, summary, "
+                        "problems, unchecked, seconds}]} (advice: what to do about parts not re-derived, or null)")
     p.add_argument("--plugins", nargs="*", default=None, metavar="DIR",
                    help="import the plugins each run's run.json names to re-derive what they decided, from the folders "
                         "named here, RLVR_SWEEP_PLUGINS or PYTHONPATH, each file checked against its recorded sha256 "
                         "before anything is imported; without it such parts are reported, not checked")
+    p.add_argument("--plugins-kept-in", nargs="+", default=None, metavar="DIR",
+                   help="re-derive the runs under DIR with the plugin code each kept in its folder (plugin_code/, "
+                        "checked against run.json's digests before import): for runs made before their plugin was "
+                        "edited. It imports code from a results folder: name only folders you trust")
     p = sub.add_parser("regrade", help="recompute stored grades and rewards; exit 1 on disagreement")
     p.add_argument("output_dir", help="one run folder or a sweep root")
     p.add_argument("--all", action="store_true", help="include unfinished runs (no DONE marker)")
@@ -109,6 +116,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="grader to regrade with (default: each run's configured grader.name)")
     p.add_argument("--plugins", nargs="*", default=None, metavar="DIR",
                    help="import each run's recorded plugins to re-derive what they decided (see `all --plugins`)")
+    p.add_argument("--plugins-kept-in", nargs="+", default=None, metavar="DIR",
+                   help="re-derive the runs under DIR with the plugin code each kept in its folder (plugin_code/, "
+                        "checked against run.json's digests before import): for runs made before their plugin was "
+                        "edited. It imports code from a results folder: name only folders you trust")
     p = sub.add_parser("compare", help="baseline vs math_verify on the benchmarks' gold answers")
     p.add_argument("--data-root", default=None,
                    help="folder of the JSONL files (default: $RLVR_SWEEP_DATA, else data)")
@@ -136,7 +147,8 @@ def _run_regrade(args) -> int:
     left = sum(len(r.get("unchecked", ())) for r in results)
     print(f"== total: {len(results)} run(s), {total['checked']} checked, {total['agree']} agree "
           f"({_fmt_pct(total['agreement_pct'])}), {n} disagreement(s)"
-          + (f", {left} part(s) not re-derived ({_plugin_advice(args)})" if left else ""))
+          + (f", {left} part(s) not re-derived ({_plugin_advice(args, [u for r in results for u in r.get('unchecked', ())])})"
+             if left else ""))
     if not total["checked"]:
         print("   note: nothing was checked (see the notes above)")
     return EXIT_DISAGREE if n else EXIT_INCOMPLETE if left or not total["checked"] else EXIT_OK
@@ -152,32 +164,44 @@ def _run_all(args) -> int:
     seconds = time.perf_counter() - started
     failed = [r.name for r in results if not r.ok]
     incomplete = [r.name for r in results if r.ok and not r.complete]
+    advice = _plugin_advice(args, [u for r in results for u in r.unchecked]) if incomplete else None
     if args.json:
-        atomic_write_json(Path(args.json), {"root": str(args.output_dir), "passes": [
+        atomic_write_json(Path(args.json), {"root": str(args.output_dir), "advice": advice, "passes": [
             {"name": r.name, "ok": r.ok, "verdict": r.verdict, "summary": r.summary, "problems": r.problems,
              "unchecked": r.unchecked, "seconds": round(r.seconds, 2)} for r in results]})
     done = len(results) - len(failed) - len(incomplete)
     print(f"== verify all: {done}/{len(results)} passes ok "
           f"({seconds:.1f}s; PASS 2 ran beside PASS 1)" + (f"; failed: {', '.join(failed)}" if failed else "")
-          + (f"; incomplete: {', '.join(incomplete)} ({_plugin_advice(args)})" if incomplete else ""))
+          + (f"; incomplete: {', '.join(incomplete)} ({advice})" if incomplete else ""))
     return EXIT_DISAGREE if failed else EXIT_INCOMPLETE if incomplete else EXIT_OK
 
 
 def _opted_in(args) -> bool:
-    """`--plugins` given (with or without folders): the folders are trusted for this command's imports."""
-    if args.plugins is None:
+    """`--plugins` given (with or without folders), or `--plugins-kept-in`: the folders are trusted for this
+    command's imports."""
+    if args.plugins is None and args.plugins_kept_in is None:
         return False
     from rlvr_sweep.verify.plugin_runs import trust
 
-    trust(args.plugins, results=args.output_dir)
+    trust(args.plugins or [], results=args.output_dir, kept_in=args.plugins_kept_in or [])
     return True
 
 
-def _plugin_advice(args) -> str:
-    """What to do about parts left unchecked: pass --plugins, or (already given) read why each run's was refused."""
-    if args.plugins is None:
+def _plugin_advice(args, unchecked: list[str]) -> str:
+    """What to do about parts left unchecked, as the situation is: pass --plugins; or, the code having moved on
+    since runs ran, re-derive them with the code they kept; or (all given) read why each run's was refused."""
+    from rlvr_sweep.verify.plugin_runs import MOVED_ON
+
+    if args.plugins is None and args.plugins_kept_in is None:
         return "plugin code not imported: --plugins re-derives it"
-    return "plugin code not imported for some runs although --plugins was given: the lines above say why"
+    moved = {Path(u.split(": ", 1)[0]).name for u in unchecked if any(words in u for words in MOVED_ON)}  # run folders
+    if moved and args.plugins_kept_in is None:
+        return (f"the plugin code changed since {len(moved)} run(s) ran: --plugins-kept-in {args.output_dir} re-derives "
+                "them with the code each run kept (it imports that code from the results folder: only for results "
+                "you trust)")
+    given = " and ".join(f for f, v in (("--plugins", args.plugins), ("--plugins-kept-in", args.plugins_kept_in))
+                         if v is not None)
+    return f"plugin code not imported for some runs although {given} was given: the lines above say why"
 
 
 def main(argv=None) -> int:

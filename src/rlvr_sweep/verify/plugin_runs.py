@@ -10,12 +10,19 @@ then INCOMPLETE (its own exit code), never ok and never FAILED on their account.
 `plugins` setting names them) and only when each module's sha256 is the recorded one; the stored rewards
 and grades are then recomputed with the run's own reward (its settings from config.yaml, lengths scaled by
 its profile), task and grader.
+
+A run keeps the plugin code it ran in its folder (`plugins.kept`). With `--plugins-kept-in DIR`, a run under
+DIR is re-derived with that kept copy instead (checked against run.json's digests, as any recorded code is,
+before it is imported), so a run stays checkable after its plugin was edited; the copy is someone's code in
+a results folder, imported only for the folders the user names so. Runs of several versions of one plugin
+are re-derived in one process (`plugins.versions`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import os
 import sys
 from dataclasses import dataclass
@@ -24,12 +31,16 @@ from pathlib import Path
 from rlvr_sweep.config import ConfigError, EstimatorConfig, RewardConfig, scaled_length
 from rlvr_sweep.plugins import FILE_PREFIX, code_record, environment_plugins, import_plugins
 from rlvr_sweep.plugins.files import folder_files, sha256_of
+from rlvr_sweep.plugins.kept import KEPT, kept_record
 from rlvr_sweep.plugins.loading import entry_folder
+from rlvr_sweep.plugins.versions import module_names, switch_to
 from rlvr_sweep.plugins.roots import in_library
 from rlvr_sweep.data import MATH, TASKS, benchmark_task
 from rlvr_sweep.reward import REWARDS, Answering, answering, shaped
 
 OPT_IN = "--plugins"
+KEPT_OPT_IN = "--plugins-kept-in"
+MOVED_ON = ("the plugin code at hand is not the code the run recorded", "is not there any more")  # its code moved on
 
 
 @dataclass(frozen=True)
@@ -67,14 +78,28 @@ class Rules:
 
 TRUSTED: list[Path] = []  # the folders named after --plugins (`trust`)
 READ: list[Path] = []  # the results folder being read: never trusted unless named after --plugins itself
+KEPT_IN: list[Path] = []  # the folders named after --plugins-kept-in: their runs' kept code may be imported
 
 
-def trust(places, results=None) -> None:
+def trust(places, results=None, kept_in=()) -> None:
     """The folders (or files) the user named after `--plugins`: besides the environment's plugins, PYTHONPATH
     and installed libraries, the only places a run's recorded plugin code is imported from. `results`: the
-    folder being verified, whose files are never plugin code unless a place named after --plugins holds it."""
+    folder being verified, whose files are never plugin code unless a place named after --plugins holds it.
+    `kept_in`: the folders named after `--plugins-kept-in`, whose runs are re-derived with the code they kept."""
     TRUSTED[:] = [Path(p).expanduser().resolve() for p in places or ()]
     READ[:] = [Path(results).expanduser().resolve()] if results is not None else []
+    KEPT_IN[:] = [Path(p).expanduser().resolve() for p in kept_in or ()]
+
+
+def kept_place(run_dir) -> Path | None:
+    """The run's kept plugin code (`<run>/plugin_code`) when the run lies in a folder named after
+    --plugins-kept-in, else None."""
+    if run_dir is None:
+        return None
+    run = Path(run_dir).resolve()
+    if not any(run == place or place in run.parents for place in KEPT_IN):
+        return None
+    return run / KEPT
 
 
 def trusted_places() -> list[Path]:
@@ -101,18 +126,18 @@ def _inside(path: Path, places: list[Path]) -> bool:
     return in_library(path) or any(under(place) for place in places)
 
 
-def recorded_code_problem(record: dict) -> str | None:
+def recorded_code_problem(record: dict, kept: Path | None = None) -> str | None:
     """Why a run's recorded plugin code may not be imported, checked before any of it runs: every recorded file
-    lies in a trusted place (`trusted_places`), is there, and has its recorded sha256; a package's folder holds
-    no file the record lacks. None when it may."""
+    lies in a trusted place (`trusted_places`; for a record of kept code, in the run's `kept` folder alone), is
+    there, and has its recorded sha256; a package's folder holds no file the record lacks. None when it may."""
     files, paths = record.get("files"), record.get("paths")
     if not isinstance(files, dict) or not isinstance(paths, dict) or not files or set(files) != set(paths) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in [*files.items(), *paths.items()]):
         return "its run.json's plugin record (files and paths) is missing or malformed: nothing imported"
-    places = trusted_places()
+    places = [kept] if kept is not None else trusted_places()
     for key, path in sorted(paths.items()):
         try:
-            problem = _file_problem(key, path, files[key], places)
+            problem = _file_problem(key, path, files[key], places, kept is not None)
         except (OSError, ValueError) as err:  # a NUL in the path, an unreadable file: named, nothing imported
             problem = f"its plugin file {path!r} ({key}) cannot be read ({type(err).__name__}): nothing imported"
         if problem is not None:
@@ -126,11 +151,13 @@ def recorded_code_problem(record: dict) -> str | None:
     return None
 
 
-def _file_problem(key: str, path: str, recorded: str, places: list[Path]) -> str | None:
+def _file_problem(key: str, path: str, recorded: str, places: list[Path], kept: bool = False) -> str | None:
     if ".." in Path(path).parts:
         return f"its plugin file {path} ({key}) is named through '..': nothing imported"
     file = Path(path).resolve()
-    if not _inside(file, places):
+    if kept and not any(place in file.parents for place in places):
+        return f"its kept plugin file {path} ({key}) lies outside the run's {KEPT} folder: nothing imported"
+    if not kept and not _inside(file, places):
         return (f"its plugin file {path} ({key}) lies outside the places named for plugins (after --plugins, in "
                 "RLVR_SWEEP_PLUGINS or on PYTHONPATH): nothing imported; name its folder to re-derive with it")
     if not file.is_file():
@@ -142,18 +169,22 @@ def _file_problem(key: str, path: str, recorded: str, places: list[Path]) -> str
     return None
 
 
-def load(info: dict, config: dict, grader: str) -> tuple[Rules | None, str | None]:
+def load(info: dict, config: dict, grader: str, run_dir=None) -> tuple[Rules | None, str | None]:
     """(rules, None) with the run's plugins imported and their code the recorded code, else (None, why). The
     recorded files are checked before anything is imported (`recorded_code_problem`), and `sys.path` is as it
-    was afterwards."""
+    was afterwards. A run under a folder named after --plugins-kept-in is re-derived with the code it kept
+    (`kept_place`)."""
     record = info["inputs"]["plugins"]
+    kept = kept_place(run_dir)
+    if kept is not None and isinstance(record, dict):
+        record = kept_record(run_dir, record)
     named = config.get("plugins") if isinstance(config, dict) else None
     if not isinstance(named, list) or not named or not all(isinstance(e, str) and e for e in named):
         return None, (f"its config.yaml's plugins setting ({named!r}) names no plugin to import, though run.json "
                       "records plugin code: nothing imported")
-    why = recorded_code_problem(record) if isinstance(record, dict) else "its run.json's plugin record is malformed"
+    why = recorded_code_problem(record, kept) if isinstance(record, dict) else "its run.json's plugin record is malformed"
     if why is not None:
-        return None, why
+        return None, why if kept is None else f"{why} (its kept code, {kept})"
     modules = record.get("modules")
     if not isinstance(modules, list) or len(modules) != len(named) or not all(
             isinstance(m, str) and m in record["paths"] for m in modules):
@@ -163,10 +194,14 @@ def load(info: dict, config: dict, grader: str) -> tuple[Rules | None, str | Non
     if any(entry is None for entry, _ in resolved):
         return None, ("its run.json's plugin record places a module where its name does not put it: nothing "
                       "imported")
+    switch_to(record)  # another version of the same modules, imported for an earlier run, put aside
+    helpers = _helper_roots(record, modules) if kept is not None else {}
     try:
-        with _on_path([root for _, root in resolved]):
+        with _on_path([*(root for _, root in resolved), *helpers.values()]):
             entries = [entry for entry, _ in resolved]
             import_plugins(entries)
+            for helper in sorted(helpers):  # imported now, from the kept copy: never later, from the edited one
+                importlib.import_module(helper)
             now = code_record(entries)
     except Exception as err:  # noqa: BLE001  (checked code that fails to import: named, never a traceback)
         return None, f"its plugins cannot be imported ({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''})"
@@ -191,6 +226,20 @@ def load(info: dict, config: dict, grader: str) -> tuple[Rules | None, str | Non
     return Rules(reward, train, benchmarks, estimator), None
 
 
+def _helper_roots(record: dict, modules: list[str]) -> dict[str, str]:
+    """{module: the folder to import it from} of the kept modules outside the entries' own packages (a helper a
+    plugin imports from elsewhere on PYTHONPATH, perhaps lazily): each from its kept copy."""
+    own = {m.split(".")[0] for m in modules}
+    out = {}
+    for name in sorted(module_names(record)):
+        if name.split(".")[0] in own or name.startswith(FILE_PREFIX):
+            continue
+        file, parts = Path(record["paths"][name]), name.split(".")
+        depth = len(parts) if file.name == "__init__.py" else len(parts) - 1
+        out[name] = str(file.parents[depth])
+    return out
+
+
 def run_estimator(run_dir) -> tuple[object | None, str | None]:
     """(the run's plugin estimator, bound as the run bound it, None) or (None, why): for replaying its credit."""
     import json
@@ -205,7 +254,7 @@ def run_estimator(run_dir) -> tuple[object | None, str | None]:
     if not isinstance(info, dict) or not isinstance(config, dict) or not parts_of(info).estimator:
         return None, "its run.json names no plugin estimator"
     grader = ((config.get("grader") or {}).get("name")) or "baseline"
-    rules, why = load(info, config, grader)
+    rules, why = load(info, config, grader, run_dir)
     return (rules.estimator, None) if rules is not None else (None, why)
 
 

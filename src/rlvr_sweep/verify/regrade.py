@@ -266,7 +266,7 @@ def regrade_run(run_dir, label: str | None = None, grader: str = FROM_RUN, cache
     tables, notes, disagreements, unchecked = {}, [], [], []
     rules, why = None, None
     if plug:
-        rules, why = plugin_runs.load(info, run_config(run_dir) or {}, grader) if plugins else \
+        rules, why = plugin_runs.load(info, run_config(run_dir) or {}, grader, run_dir) if plugins else \
             (None, f"the run's plugin code is not imported (rerun with {plugin_runs.OPT_IN} to import the modules "
                    "its run.json names, checked against their recorded sha256)")
 
