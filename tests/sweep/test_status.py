@@ -147,7 +147,9 @@ def test_recorded_jobs_without_a_folder(tmp_path, monkeypatch, squeue):
     assert rows[1]["state"] == rows[2]["state"] == "queued"
     assert rows[2]["detail"] == f"job 2 of 2 of the sweep run by pid {os.getpid()} (basic launcher: one job after another)"
     assert rows[3]["state"] == "not started" and "has ended; relaunch it" in rows[3]["detail"]
-    assert rows[5]["state"] == "queued" and rows[5]["detail"] == "local job 4242"
+    assert rows[5]["state"] == "not started" and rows[5]["detail"] == (  # a local job does not outlive its sweep's
+        f"its sweep (pid {gone['pid']}) has ended and its local job 4242 made no run folder (it failed first: the "  # start
+        "sweep's summary said why); relaunch it")
     slurm = (rows[4]["state"], rows[4]["detail"])
     lost = ("lost", "SLURM job 999999_4 is no longer in the queue and made no run folder (see its submitit log); "
                     "relaunch the sweep to run it")

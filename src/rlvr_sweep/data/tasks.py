@@ -141,21 +141,27 @@ def benchmark_task(name: str) -> Task:
 def task_rows(data: DataConfig) -> list[dict]:
     """The training rows of a registered task, checked (and, for a plugin's task, fixed: `_fixed`)."""
     option = TASKS[data.name]
-    return _fixed(option, "training rows",
+    return _fixed(option, "training rows", data,
                   lambda: checked_rows(_call(option, option.fn, data), option.task, "training rows", option.fn))
 
 
-def _fixed(option: Option, what: str, make: Callable[[], list[dict]]) -> list[dict]:
+_FIXED: set[tuple] = set()  # (task, set, its settings) whose rows this process found fixed: made once from then on
+
+
+def _fixed(option: Option, what: str, data: DataConfig, make: Callable[[], list[dict]]) -> list[dict]:
     """A plugin task's rows, made twice and refused, before any run folder exists, when the two differ (an
     unseeded random generator): a run's identity holds its rows' digest, so rows that change from call to call
-    would train in a folder the preflight never planned."""
+    would train in a folder the preflight never planned. Once per process and settings: later calls make them
+    once (rows that differ between processes are the job's to find: `sweep.planned`)."""
     first = make()
-    if option.built_in:
+    key = (option.name, what, repr(sorted(option.settings(data).items())), str(data.root))
+    if option.built_in or key in _FIXED:
         return first
     if rows_digest(make()) != rows_digest(first):
         raise DataError(f"task {option.name!r}: its {what} differ between two calls with the same parameters (an "
                         "unseeded random generator?): a task's rows must be fixed by its parameters (seed its "
                         "generator from a parameter, e.g. data.params.seed); nothing was started")
+    _FIXED.add(key)
     return first
 
 
@@ -165,7 +171,7 @@ def _task_rows(task: str, bench: str, fn: Callable) -> Callable[[DataConfig], li
 
         option = TASKS[task]
         own = data if data.name == task else DataConfig(name=task, root=data.root)  # another task's run: defaults
-        rows = _fixed(option, f"benchmark {bench!r} rows",
+        rows = _fixed(option, f"benchmark {bench!r} rows", own,
                       lambda: checked_rows(_call(option, fn, own), option.task, f"benchmark {bench!r}", fn))
         return [{**row, "source": bench} for row in rows]
     return rows

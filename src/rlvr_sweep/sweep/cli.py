@@ -22,6 +22,7 @@ from rlvr_sweep.plugins import (
 from rlvr_sweep.sweep.command_line import (  # noqa: F401  (re-exported: the line's normalisation)
     CONF_DIR, MULTIRUN_FLAGS, NUMERIC_GROUPS, normalize_argv, normalize_overrides,
 )
+from rlvr_sweep.sweep.planned import UnplannedRunError
 from rlvr_sweep.sweep.search import is_search
 
 register_configs()  # also in a SLURM job process, which resolves its output folder with ${pid:}
@@ -57,6 +58,12 @@ def _hydra_entry(raw) -> dict:
         cfg = build_config(raw)
         check_loggers(cfg.logger)
         located = locate(cfg)  # a finished run is skipped here, before torch and transformers are imported
+        if not single:  # the run its launch planned, or nothing (`sweep.planned`)
+            from rlvr_sweep.sweep.planned import check_planned
+            from rlvr_sweep.sweep.preflight import job_part
+
+            check_planned(cfg.run.out_root, job_part(HydraConfig.get().overrides.task), located.identity.run,
+                          located.identity.inputs)
         (job_dir / POINTER).write_text(str(located.run_dir.resolve()))
         info = finished_as_left(located.run_dir)
         if info is None:
@@ -76,6 +83,8 @@ def _hydra_entry(raw) -> dict:
             said = f"plugin {frame.module} raised {type(err).__name__}: {err} in {frame}; the run is recorded as failed"
         elif isinstance(err, (PluginOutputError, PluginCodeChanged)):  # what a plugin returned or ran, named
             said = f"{err}; the run is recorded as failed"
+        elif not single and isinstance(err, UnplannedRunError):  # the job's own inputs, named: not a bug
+            said = f"{err}; the job is recorded as failed"
         if said is not None:
             if single:
                 print(f"rlvr_sweep: {said}", file=sys.stderr, flush=True)

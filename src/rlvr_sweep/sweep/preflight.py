@@ -300,7 +300,8 @@ def located_jobs(conf_dir: str, overrides: list[str], check=None, located=None, 
                 where = locate(cfg)
             except Exception as err:
                 raise PreflightError(f"{what} {number} of {len(jobs)} ({' '.join(job)}): {one_line(err)}") from err
-            found.append((job_record(number, job, cfg, where.run_dir, where.identity.run), cfg, where.run_dir))
+            found.append((job_record(number, job, cfg, where.run_dir, where.identity.run, where.identity.inputs), cfg,
+                          where.run_dir))
             if located:
                 located(found[-1][0], len(jobs))
         for record, cfg, run_dir in found if check else ():
@@ -372,11 +373,13 @@ def composition_problem(conf_dir: str, overrides: list[str]) -> str | None:
     return None
 
 
-def job_record(number: int, job: list[str], cfg, run_dir, run_hash: str | None = None) -> dict:
+def job_record(number: int, job: list[str], cfg, run_dir, run_hash: str | None = None, inputs: dict | None = None) -> dict:
     """What `status` shows of a job before its run folder exists (`sweep.records`, which keeps `run_dir`
-    relative to `out_root`)."""
+    relative to `out_root`), with its identity inputs' digests (what its job checks it computes again:
+    `sweep.planned`)."""
     from rlvr_sweep.config import paper_arm
 
     return {"number": number, "overrides": job, "arm": cfg.arm, "paper_arm": paper_arm(cfg), "seed": cfg.seed,
             "horizon": cfg.horizon.tokens, "profile": cfg.profile.name, "out_root": str(Path(cfg.run.out_root).resolve()),
-            "run_dir": str(Path(run_dir).resolve()), "run_hash": run_hash}
+            "run_dir": str(Path(run_dir).resolve()), "run_hash": run_hash,
+            **({"inputs": {name: part.get("sha256") for name, part in inputs.items()}} if inputs else {})}

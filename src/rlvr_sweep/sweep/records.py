@@ -30,6 +30,7 @@ from pathlib import Path
 from rlvr_sweep.io import atomic_write_json
 
 SWEEPS = ".sweeps"
+LAUNCH_ENV = "RLVR_SWEEP_LAUNCH"  # the launch's record name (`<stamp>`), inherited by its jobs' processes
 CHECKING, LAUNCHED = "checking", "launched"
 _written: list[Path] = []  # this process's records, which its launcher completes
 
@@ -170,7 +171,9 @@ class Launch:
         return paths
 
     def finish(self) -> list[Path]:
-        """Every job passed: the records say so (`launched`)."""
+        """Every job passed: the records say so (`launched`), and the jobs' processes can find them
+        (`LAUNCH_ENV`: each job checks it runs what was planned, `sweep.planned`)."""
+        os.environ[LAUNCH_ENV] = self.stamp
         return self.write(LAUNCHED)
 
     def forget(self) -> None:

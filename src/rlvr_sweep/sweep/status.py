@@ -189,9 +189,12 @@ def job_state(job: dict) -> dict:
         if job["job"] is None:
             return {**row, "state": "queued", "detail": "SLURM job ? (its record lacks the id, so squeue is not asked)"}
         return {**row, "state": "queued", "detail": f"SLURM job {job['job']}", "slurm_job": job["job"]}
+    how, pid, number = launcher(record), record["pid"], "?" if job["number"] is None else job["number"]
+    if job["job"] is not None and how != "alive" and job["scheduler"] == "local":  # a local job ends with its sweep
+        return {**row, "state": "not started", "detail": f"its sweep (pid {pid}) has ended and its {_scheduler(job)} "
+                f"job {job['job']} made no run folder (it failed first: the sweep's summary said why); relaunch it"}
     if job["job"] is not None:
         return {**row, "state": "queued", "detail": f"{_scheduler(job)} job {job['job']}"}
-    how, pid, number = launcher(record), record["pid"], "?" if job["number"] is None else job["number"]
     if how == "alive" and record["state"] == CHECKING:
         return {**row, "state": "checking", "detail": f"job {number} of {record['n_jobs']} of the sweep whose "
                 f"preflight (pid {pid}) is checking its jobs; none is launched yet"}
