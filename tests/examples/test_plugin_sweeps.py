@@ -151,3 +151,20 @@ def test_an_error_raised_in_plugin_code_is_the_plugin_s(tmp_path):
     assert "bug in rlvr_sweep" not in proc.stderr
     info = json.loads(next((tmp_path / "runs").glob("smoke/ra_flat/*/run.json")).read_text())
     assert info["status"] == "failed" and info["error_in"].startswith("plugin rlvr_sweep_plugin_broken.broken (")
+
+
+def test_an_estimator_output_its_kind_does_not_return_is_the_plugin_s(tmp_path):
+    """Seen: a plugin estimator returning text (or the wrong shape) ended as "a bug in rlvr_sweep" with a
+    traceback. Want: one line naming the estimator and what it returned; the run recorded as failed."""
+    plugin = tmp_path / "wordy.py"
+    plugin.write_text("from rlvr_sweep.extend import ESTIMATORS\n\n\n"
+                      "@ESTIMATORS.register('wordy', kind='leaf')\n"
+                      "def wordy(rewards, shape):\n"
+                      "    return 'lots'\n")
+    proc = command("rlvr_sweep", "+arm=ra_flat", "estimator=wordy", "profile=smoke", "train.steps=2", "eval.limit=4",
+                   f"run.out_root={tmp_path}/runs", cwd=tmp_path, plugins=str(plugin))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "rlvr_sweep: estimator 'wordy' returned str as its advantages: it returns numbers, one per rollout; the run "
+        "is recorded as failed")
+    assert "bug in rlvr_sweep" not in proc.stderr and "Traceback" not in proc.stderr

@@ -194,3 +194,28 @@ def test_a_plugin_file_whose_module_name_is_taken_by_another_file_is_refused(tmp
     with pytest.raises(ConfigError, match=r"cannot import .*t_same_name.py.* a module named "
                                           r"'rlvr_sweep_plugin_t_same_name' is already imported from .*one"):
         import_plugins([str(two)])
+
+
+def test_every_file_of_a_package_folder_is_code_however_it_is_named_or_reached(tmp_path):
+    """A `.py` file whose name starts like documentation (`README_tools.py`) is code; a module shadowed by a
+    package of the same name keeps its own key (it was overwritten by the package's); a symlinked folder is walked,
+    once, even when it links back up the tree."""
+    from rlvr_sweep.plugins.files import folder_files
+
+    pkg = tmp_path / "t_walked"
+    (pkg / "a").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "README.md").write_text("docs\n")
+    (pkg / "README_tools.py").write_text("X = 1\n")
+    (pkg / "a.py").write_text("SHADOWED = 1\n")
+    (pkg / "a" / "__init__.py").write_text("PACKAGE = 1\n")
+    shared = tmp_path / "shared_data"
+    shared.mkdir()
+    (shared / "table.csv").write_text("1,2\n")
+    (pkg / "linked").symlink_to(shared, target_is_directory=True)
+    (pkg / "a" / "up").symlink_to(pkg, target_is_directory=True)  # a loop
+    files = folder_files(pkg, "t_walked")
+    assert sorted(files) == ["t_walked", "t_walked.README_tools", "t_walked.a", "t_walked:a.py",
+                             "t_walked:linked/table.csv"]
+    assert files["t_walked.a"][0] == str((pkg / "a" / "__init__.py").resolve())
+    assert files["t_walked:a.py"][0] == str((pkg / "a.py").resolve())

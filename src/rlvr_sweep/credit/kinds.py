@@ -30,6 +30,17 @@ import torch
 from rlvr_sweep.credit.counterfactual import CfCredit
 from rlvr_sweep.credit.grpo import is_homogeneous
 from rlvr_sweep.credit.tree import TreeCredit, zero_cont_token_mass
+from rlvr_sweep.plugins.errors import PluginOutputError
+
+
+class EstimatorOutputError(PluginOutputError):
+    """What an estimator returned is not what its kind returns (the wrong shape, a non-finite value, an activity
+    the rewards contradict): the run stops, naming the estimator, and is recorded as failed."""
+
+
+class EstimatorOutputTypeError(EstimatorOutputError, TypeError):
+    """An estimator returned the wrong kind of thing (not numbers, not its kind's record)."""
+
 
 ZERO_MASS = "zero_cont_token_mass"  # the setting the framework applies on a leaf or tree option's behalf
 
@@ -83,19 +94,20 @@ def _advantages(value, rewards: torch.Tensor, name: str, what: str, who: str = "
     tensor made float32; the wrong type, shape or a non-finite value refused, naming the estimator. `flat_ok`: a
     flat (K * B,) tensor is viewed as (K, B) (an estimator written before `credit.kinds`, as the loop then took)."""
     if value is None or isinstance(value, (str, bytes, dict)):
-        raise TypeError(f"{who} {name!r} returned {type(value).__name__} as its {what}: it returns numbers, one per "
-                        "rollout")
+        raise EstimatorOutputTypeError(f"{who} {name!r} returned {type(value).__name__} as its {what}: it returns "
+                                       "numbers, one per rollout")
     try:
         adv = value if isinstance(value, torch.Tensor) else torch.as_tensor(value, dtype=torch.float32)
     except (TypeError, ValueError, RuntimeError) as err:
-        raise TypeError(f"{who} {name!r} returned {type(value).__name__} as its {what}, not numbers ({err})") from None
+        raise EstimatorOutputTypeError(f"{who} {name!r} returned {type(value).__name__} as its {what}, not numbers "
+                                       f"({err})") from None
     if not adv.is_floating_point():
         adv = adv.to(torch.float32)
     if flat_ok and adv.shape != rewards.shape and adv.numel() == rewards.numel():
         adv = adv.view(rewards.shape)
     if adv.shape != rewards.shape or not torch.isfinite(adv).all():
-        raise ValueError(f"{who} {name!r} returned {what} of shape {tuple(adv.shape)} (finite: "
-                         f"{bool(torch.isfinite(adv).all())}) for a group of shape {tuple(rewards.shape)}")
+        raise EstimatorOutputError(f"{who} {name!r} returned {what} of shape {tuple(adv.shape)} (finite: "
+                                   f"{bool(torch.isfinite(adv).all())}) for a group of shape {tuple(rewards.shape)}")
     return adv
 
 
@@ -103,10 +115,11 @@ def _legacy(result, rewards: torch.Tensor, name: str):
     """A `Credit` from a leaf or tree estimator written before this convention: taken if its activity agrees."""
     differ = not is_homogeneous(rewards.flatten())
     if bool(result.active) != differ:
-        raise ValueError(f"estimator {name!r} called a group {'active' if result.active else 'inactive'} whose "
-                         f"rewards {'differ' if differ else 'are all equal'} ({rewards.flatten().tolist()}): a leaf or "
-                         "tree group is active exactly when its rewards differ (return bare advantages and the "
-                         "framework decides)")
+        said = "active" if result.active else "inactive"
+        raise EstimatorOutputError(f"estimator {name!r} called a group {said} whose rewards "
+                                   f"{'differ' if differ else 'are all equal'} ({rewards.flatten().tolist()}): a leaf "
+                                   "or tree group is active exactly when its rewards differ (return bare advantages "
+                                   "and the framework decides)")
     return Credit(_advantages(result.prefix, rewards, name, "prefix credit", flat_ok=True),
                   _advantages(result.cont, rewards, name, "continuation credit", flat_ok=True), differ)
 
@@ -118,8 +131,9 @@ class Leaf(Kind):
         if isinstance(result, Credit):
             return _legacy(result, rewards, name)
         if isinstance(result, TreeCredit):
-            raise TypeError(f"estimator {name!r} is registered as kind 'leaf' but returned a TreeCredit: a leaf "
-                             f"estimator returns {self.returns}; register it as kind 'tree' to credit prefixes apart")
+            raise EstimatorOutputTypeError(f"estimator {name!r} is registered as kind 'leaf' but returned a "
+                                           f"TreeCredit: a leaf estimator returns {self.returns}; register it as kind "
+                                           "'tree' to credit prefixes apart")
         adv = _advantages(result, rewards, name, "advantages")
         return Credit(adv.clone(), adv, not is_homogeneous(rewards.flatten()))
 
@@ -131,8 +145,8 @@ class Tree(Kind):
         if isinstance(result, Credit):
             return _legacy(result, rewards, name)
         if not isinstance(result, TreeCredit):
-            raise TypeError(f"estimator {name!r} (kind 'tree') returned {type(result).__name__}: it returns "
-                             f"{self.returns}")
+            raise EstimatorOutputTypeError(f"estimator {name!r} (kind 'tree') returned {type(result).__name__}: "
+                                           f"it returns {self.returns}")
         return Credit(_advantages(result.prefix, rewards, name, "prefix credit"),
                       _advantages(result.cont, rewards, name, "continuation credit"), not is_homogeneous(rewards.flatten()))
 
@@ -142,8 +156,8 @@ class Fork(Kind):
 
     def credit(self, result, rewards, shape, name):
         if not isinstance(result, Credit):
-            raise TypeError(f"estimator {name!r} (kind 'fork') returned {type(result).__name__}: it returns "
-                             f"{self.returns}")
+            raise EstimatorOutputTypeError(f"estimator {name!r} (kind 'fork') returned {type(result).__name__}: "
+                                           f"it returns {self.returns}")
         for what, value in (("prefix credit", result.prefix), ("continuation credit", result.cont)):
             _advantages(value, rewards, name, what)  # checked; the estimator's own tensors go on as they are
         return result
@@ -191,9 +205,9 @@ class BoundEstimator:
             return list(credits)
         advantages = self.fn(rewards, shapes)
         if not isinstance(advantages, (list, tuple)) or len(advantages) != len(rewards):
-            raise ValueError(f"batch estimator {self.name!r} returned {type(advantages).__name__} of "
-                             f"{len(advantages) if hasattr(advantages, '__len__') else '?'} items for {len(rewards)} "
-                             f"groups: it must return {self.kind.returns}")
+            count = len(advantages) if hasattr(advantages, "__len__") else "?"
+            raise EstimatorOutputError(f"batch estimator {self.name!r} returned {type(advantages).__name__} of {count} "
+                                       f"items for {len(rewards)} groups: it must return {self.kind.returns}")
         out = []
         for r, adv in zip(rewards, advantages):
             adv = _advantages(adv, r, self.name, "advantages", "batch estimator").to(torch.float32)

@@ -155,21 +155,31 @@ def _folder_files(name: str) -> dict[str, tuple[str, str]]:
 
 
 def folder_files(folder: Path, name: str) -> dict[str, tuple[str, str]]:
-    """{key: (file, sha256)} of every file under package `name`'s `folder` (found without importing it)."""
-    out = {}
-    for root, dirs, names in os.walk(folder):
+    """{key: (file, sha256)} of every file under package `name`'s `folder` (found without importing it),
+    symlinked folders followed (each real folder once). A `.py` file is code whatever its name (a README or
+    LICENSE prefix skips documentation only); a module shadowed by a package of the same name (`a.py` beside
+    `a/__init__.py`) is kept under its path (`<package>:a.py`), never dropped."""
+    out, seen = {}, set()
+    for root, dirs, names in os.walk(folder, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:  # a link back up the tree, or a second link to one folder
+            dirs[:] = []
+            continue
+        seen.add(real)
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not (d in SKIPPED_DIRS and
                                                                             (d == "__pycache__" or Path(root) == folder)))
         for file_name in sorted(names):
-            if file_name.startswith(".") or file_name.startswith(SKIPPED_PREFIXES) or file_name.endswith(".pyc"):
+            code = file_name.endswith(".py")
+            if file_name.startswith(".") or file_name.endswith(".pyc") or (not code and file_name.startswith(SKIPPED_PREFIXES)):
                 continue
             path = Path(root) / file_name
+            if not path.is_file():
+                continue  # a dangling link
             rel = path.relative_to(folder)
-            if file_name.endswith(".py"):
-                parts = [*rel.parent.parts] + ([] if file_name == "__init__.py" else [path.stem])
-                key = ".".join([name, *parts])
-            else:
-                key = f"{name}:{rel.as_posix()}"
+            key = f"{name}:{rel.as_posix()}"
+            shadowed = file_name != "__init__.py" and (path.parent / path.stem / "__init__.py").is_file()
+            if code and not shadowed:  # the package `a/` is what `import pkg.a` finds, as Python's finder does
+                key = ".".join([name, *rel.parent.parts, *([] if file_name == "__init__.py" else [path.stem])])
             out[key] = (str(path.resolve()), sha256_of(str(path)))
     return out
 
