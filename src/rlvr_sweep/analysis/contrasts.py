@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from rlvr_sweep.analysis.multiplicity import bootstrap_p, holm
 from rlvr_sweep.analysis.render import Table, ci_text, num, per_seed
 from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep, grade_rows, is_paper_number, item_matrix, seed_order
 from rlvr_sweep.analysis.stats import bootstrap_ci
@@ -164,7 +165,8 @@ def contrast_row(c: Contrast, seeds: list, d: np.ndarray, n_resamples: int, seed
            "seed_filter": list(c.seeds) if c.seeds else None, "benchmark": c.benchmark, "metric": c.metric,
            "n_items": d.shape[1], "seeds": list(seeds), "per_seed": list(100 * d.mean(axis=1)),
            "mean": 100 * float(d.mean()), "gains": int((d > 0).sum()), "losses": int((d < 0).sum()),
-           "n_resamples": n_resamples, "boot_seed": seed}  # kept so that verify can rebuild the intervals
+           "n_resamples": n_resamples, "boot_seed": seed,  # kept so that verify can rebuild the intervals
+           "p_two_level": bootstrap_p(d, n_resamples, seed) if len(seeds) > 1 else np.nan}
     for m, (_, lo, hi) in ci.items():
         row.update({f"{m}_lo": 100 * lo, f"{m}_hi": 100 * hi})
     return row
@@ -199,9 +201,38 @@ def build_table2b(sweep: Sweep, contrasts: list[Contrast], n_resamples: int = 40
         table = Table.unbuilt("table2b", title, why)
         table.notes, table.folded, table.side_files = notes, folded, {CONTRASTS_FILE: None}
         return table
-    frame = pd.DataFrame(rows)
+    frame = _with_holm(pd.DataFrame(rows))
+    notes.append(_holm_note(frame, len(profiles) > 1))
     return Table("table2b", title, frame, _display(frame, len(profiles) > 1), notes=notes, folded=folded,
                  side_files={CONTRASTS_FILE: dump_contrasts(contrasts)})
+
+
+HOLM_ALPHA = 0.05  # the family-wise error rate of the Holm column
+
+
+def _with_holm(frame: pd.DataFrame) -> pd.DataFrame:
+    """`holm_family` (the contrasts reported on the row's benchmark, in its profile, with a two-level interval)
+    and `holm_excludes_0` (Holm's decision at HOLM_ALPHA over that family; None without a two-level interval)."""
+    frame = frame.copy()
+    frame["holm_family"], frame["holm_excludes_0"] = 0, None
+    frame["holm_excludes_0"] = frame["holm_excludes_0"].astype(object)
+    tested = frame["p_two_level"].notna()
+    for _, family in frame[tested].groupby(["profile", "benchmark"], sort=False):
+        frame.loc[family.index, "holm_family"] = len(family)
+        for index, rejected in zip(family.index, holm(family["p_two_level"].tolist(), HOLM_ALPHA)):
+            frame.at[index, "holm_excludes_0"] = rejected
+    return frame
+
+
+def _holm_note(frame: pd.DataFrame, several_profiles: bool) -> str:
+    """The families the Holm column adjusts over, said once."""
+    sizes = frame[frame["holm_family"] > 0].groupby(["profile", "benchmark"], sort=False)["holm_family"].first()
+    listed = ", ".join(f"{BENCHMARK_NAMES.get(b, b)}{f' [{p}]' if several_profiles else ''} {m}"
+                       for (p, b), m in sizes.items()) or "none (no row has two seeds)"
+    return (f"Holm {100 * HOLM_ALPHA:g}%: whether the two-level interval still excludes 0 when each benchmark's "
+            f"contrasts reported here are one family (family-wise error {100 * HOLM_ALPHA:g}%; the two-level "
+            f"bootstrap p-value, analysis/multiplicity.py); families: {listed}. The unadjusted interval stays the "
+            "primary figure")
 
 
 def _baseline_notes(sweep: Sweep, contrasts: list[Contrast], several_profiles: bool) -> list[str]:
@@ -318,5 +349,7 @@ def _display(frame: pd.DataFrame, with_profile: bool) -> pd.DataFrame:
                                  else f"— ({r['gains']} gains / {r['losses']} losses)")
         d["Q-clustered / Flat 95% CI"] = (f"{ci_text(r['question_lo'], r['question_hi'])} / "
                                           f"{ci_text(r['flat_lo'], r['flat_hi'])}")
+        d["Holm 5% (family)"] = ("—" if r["holm_excludes_0"] is None else
+                                 f"{'excludes 0' if r['holm_excludes_0'] else 'includes 0'} (of {r['holm_family']})")
         out.append({"Profile": r["profile"], **d} if with_profile else d)
     return pd.DataFrame(out)
