@@ -67,11 +67,23 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (("tables", "print and save the paper's tables"), ("figures", "write the figures"),
                             ("union", "the oracle union / Pass@k of chosen checkpoints"),
-                            ("report", "the sweep as one self-contained HTML page")):
+                            ("report", "the sweep as one self-contained HTML page"),
+                            ("plan", "seeds, hours and disk a study's contrasts need, from a pilot's runs")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("root", help="sweep root (e.g. outputs/runs)")
         if name == "union":
             p.add_argument("--out", default=None, help="save the per-item matrix as this parquet file")
+        elif name == "plan":
+            p.add_argument("--halfwidth", type=float, default=1.0, metavar="PP",
+                           help="target half-width of each two-level 95%% interval, in pp (default 1.0)")
+            p.add_argument("--effect", type=float, default=3.0, metavar="PP",
+                           help="effect to detect, in pp (default 3.0), at --power and the family's Holm level")
+            p.add_argument("--power", type=float, default=0.8, help="power to detect --effect (default 0.8)")
+            p.add_argument("--items", type=_positive, default=None,
+                           help="plan on this many items (default: as many as the pilot read out)")
+            p.add_argument("--json", default=None, metavar="FILE", help="also write the plan as JSON")
+            p.add_argument("--contrasts", default=None, help="Table 2B rows: a YAML file or a shipped list")
+            p.add_argument("--baseline", default=None, metavar="ARM", help="the arm every arm row is contrasted with")
         elif name == "report":
             p.add_argument("--out", required=True, help="the HTML file to write (e.g. outputs/report.html)")
             p.add_argument("--no-verify", action="store_true", help="leave out the `verify all` verdict")
@@ -111,6 +123,23 @@ def _parser() -> argparse.ArgumentParser:
                    help="comma-separated ARM (every seed) or ARM:SEED, e.g. 15,18 or 15:101,17:42,18:7")
     u.add_argument("--benchmark", default="math500", help="a benchmark read out, or pool950 (default math500)")
     return parser
+
+
+def _plan(sweep, root, args, contrasts, baseline) -> int:
+    from rlvr_sweep.analysis.planning import plan, plan_lines
+
+    if args.halfwidth <= 0 or args.effect <= 0 or not 0 < args.power < 1:
+        print(f"analysis: error: --halfwidth and --effect must be above 0 and --power in (0, 1) (got "
+              f"{args.halfwidth}, {args.effect}, {args.power})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    result = plan(sweep, root, args.halfwidth, args.effect, args.power, args.items, contrasts, baseline)
+    for line in plan_lines(result):
+        print(line)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=2, default=str))
+        print(f"wrote {args.json}")
+    return EXIT_OK if result["contrasts"] else EXIT_BAD_INPUT
 
 
 def union(sweep, args) -> int:
@@ -169,6 +198,8 @@ def main(argv=None) -> int:
     print("", flush=True)
     if args.command == "union":
         return union(sweep, args)
+    if args.command == "plan":
+        return _plan(sweep, root, args, contrasts, baseline)
     if args.command == "report":
         from rlvr_sweep.analysis.html_report import write_report
 
