@@ -47,3 +47,18 @@ def test_a_contrast_with_one_seed_is_left_out_saying_why(tmp_path):
     one = {name: t[t["seed"] == 42] if "seed" in t.columns else t for name, t in tables.items()}
     result = plan(Sweep.from_tables(one), tmp_path, contrasts=ROW)
     assert result["contrasts"] == [] and any("one seed: no two-level interval to plan" in x for x in result["left_out"])
+
+
+def test_the_launch_line_is_the_pilot_s_own_from_its_launch_record(tmp_path):
+    sweep = Sweep.from_tables(handmade.tables())
+    runs = sweep.runs[sweep.runs["arm"] == "baseline"]
+    (tmp_path / ".sweeps").mkdir()
+    (tmp_path / ".sweeps" / "crafted.json").write_text("{not json")  # unreadable: skipped
+    (tmp_path / ".sweeps" / "pilot.json").write_text(json.dumps({"jobs": [
+        {"run_hash": str(h), "overrides": ["+arm=baseline", "profile=smoke", "train.steps=16", f"seed={s}"]}
+        for h, s in zip(runs["run_hash"], runs["seed"])]}))
+    result = plan(sweep, tmp_path, halfwidth=20.0, effect=30.0, contrasts=ROW)
+    (base,) = [a for a in result["arms"] if a["arm"].endswith("baseline")]
+    assert base["new_runs"] > 0
+    seeds = ",".join(str(s) for s in [42, 101, 7, *base["new_seeds"]])
+    assert base["line"] == f"python -m rlvr_sweep +arm=baseline profile=smoke train.steps=16 -m seed={seeds}"

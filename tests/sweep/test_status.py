@@ -250,3 +250,19 @@ def test_a_running_runs_detail_shows_its_last_updates_health():
     line = _progress_line({**base, "entropy": 0.41234, "kl_ref": 0.00213, "clip_low": 0.01, "clip_high": 0.035})
     assert line == "train 19/100 step, entropy 0.412, KL 0.0021, clipped 1.0% low / 3.5% high, pid 7 on vm"
     assert _progress_line({**base, "entropy": 0.5}) == "train 19/100 step, entropy 0.500, pid 7 on vm"
+
+
+def test_status_of_a_sweep_command_works_as_typed(tmp_path):
+    """Seen: `python -m rlvr_sweep status -- <overrides>` ended "Could not load 'base_config'" (the command starts
+    before the launch code registers the schema; the in-process tests had it registered). Want: the plan."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run([sys.executable, "-m", "rlvr_sweep", "status", "--", "+arm=ra_flat", "profile=smoke",
+                           f"run.out_root={tmp_path}", "-m", "seed=1,2"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 runs: 2 new" in proc.stdout.splitlines()

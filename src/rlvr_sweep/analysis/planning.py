@@ -103,10 +103,8 @@ def _folder_bytes(folder: Path) -> int:
 def _launch_line(root: Path, runs, seeds: list) -> str:
     """The pilot's own line for this arm row (its launch record's overrides, matched by run hash), its seed sweep
     the planned seeds; else the arm's preset, said so."""
-    from rlvr_sweep.sweep.records import Problems, read_records
-
     hashes = set(runs["run_hash"].astype(str))
-    jobs = [job for record in read_records(root, Problems()) for job in record.get("jobs", [])
+    jobs = [job for record in _launch_records(root) for job in record
             if isinstance(job, dict) and str(job.get("run_hash")) in hashes and isinstance(job.get("overrides"), list)]
     sweep_seeds = ",".join(str(s) for s in seeds)
     if jobs:
@@ -115,6 +113,23 @@ def _launch_line(root: Path, runs, seeds: list) -> str:
     arm, profile = runs["arm"].iloc[0], runs["profile"].iloc[0]
     return (f"python -m rlvr_sweep +arm={arm} profile={profile} -m seed={sweep_seeds}  "
             "# no launch record of the pilot: add the overrides it used")
+
+
+def _launch_records(root: Path) -> list[list]:
+    """The jobs of each launch record under `root/.sweeps` (untrusted JSON: what cannot be read is skipped)."""
+    import json
+
+    from rlvr_sweep.sweep.records import SWEEPS
+
+    out = []
+    for path in sorted((root / SWEEPS).glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError, RecursionError):
+            continue
+        jobs = record.get("jobs") if isinstance(record, dict) else None
+        out.append(jobs if isinstance(jobs, list) else [])
+    return out
 
 
 def plan_lines(result: dict) -> list[str]:

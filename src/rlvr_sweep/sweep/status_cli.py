@@ -101,11 +101,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _planned(overrides: list[str]):
     """A reader of the states of the jobs the sweep command would make (composed once)."""
-    from rlvr_sweep.config import ConfigError
+    from rlvr_sweep.config import ConfigError, register_configs
     from rlvr_sweep.plugins import load_environment_plugins
     from rlvr_sweep.sweep.command_line import CONF_DIR, normalize_argv
     from rlvr_sweep.sweep.preflight import PreflightError, located_jobs
 
+    register_configs()  # the schema Hydra composes on (`python -m rlvr_sweep status` starts before the launch code)
     try:
         load_environment_plugins()  # its options and arms, as a launch finds them
     except ConfigError as err:
