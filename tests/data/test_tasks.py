@@ -169,3 +169,68 @@ def _packages_own_benchmarks_untouched():
     from rlvr_sweep.data.tasks import BENCHMARKS
 
     return all(BENCHMARKS[b].task == "math" for b in ("math_val210", "toy_heldout", "math500"))
+
+
+# ---------------------------------------------------------------- siblings of the guarantees (issue 47 item 10)
+def test_test_sets_must_name_the_task_s_own_benchmarks():
+    with pytest.raises(ValueError, match=r"task 't_bad_tests': test_sets names \['nope'\], not among its benchmarks "
+                                         r"\['t_bad_tests_held'\]"):
+        TASKS.register("t_bad_tests", benchmarks={"t_bad_tests_held": lambda: []}, test_sets=("nope",))
+    with pytest.raises(ValueError, match="a tuple of their names"):
+        TASKS.register("t_bad_tests", benchmarks={"t_bad_tests_held": lambda: []}, test_sets="t_bad_tests_held")
+
+
+def test_only_the_declared_test_sets_are_refused_as_objectives():
+    from rlvr_sweep.data.tasks import declared_test_sets
+    from rlvr_sweep.sweep.search import objective_of
+
+    @TASKS.register("t_two_sets", prompt=PROMPT, benchmarks={"t_two_val": lambda: _echo_rows("v", 2),
+                                                             "t_two_test": lambda: _echo_rows("t", 2)},
+                    test_sets=("t_two_test",))
+    def two_sets():
+        return _echo_rows("train", 4)
+
+    assert declared_test_sets()["t_two_test"] == "t_two_sets" and "t_two_val" not in declared_test_sets()
+    line = ["+arm=ra_flat", "profile=smoke", "data.name=t_two_sets", "data.train_file=null",
+            "eval.benchmarks=[t_two_val,t_two_test]"]
+    assert objective_of(compose_cfg([*line, "sweep.objective=trained.t_two_val"])) == "trained.t_two_val"
+    with pytest.raises(ConfigError, match="t_two_test is a test set of task 't_two_sets'"):
+        objective_of(compose_cfg([*line, "sweep.objective=trained.t_two_test"]))
+
+
+def test_rows_found_fixed_at_one_setting_are_checked_again_at_another():
+    """A generator seeded from a parameter is fixed at seed=1, unseeded at seed=0: the second setting is refused
+    even after the first was found fixed in this process."""
+    import random
+
+    @TASKS.register("t_seed_param", prompt=PROMPT, params={"seed": param(1, at_least(0))})
+    def seeded(*, seed):
+        rng = random.Random(seed or None)
+        return [{"id": f"s{i}", "problem": f"w{rng.randint(0, 10**9)}", "answer": "w"} for i in range(3)]
+
+    assert len(data.training_rows(DataConfig(name="t_seed_param", params={"seed": 1}))) == 3
+    with pytest.raises(DataError, match="'t_seed_param': its training rows differ between two calls"):
+        data.training_rows(DataConfig(name="t_seed_param", params={"seed": 0}))
+
+
+@pytest.mark.parametrize("field", ["id", "problem", "answer"])
+def test_a_row_with_an_empty_field_is_named(field):
+    row = {"id": "a", "problem": "w0", "answer": "w0", field: ""}
+    with pytest.raises(DataError, match=rf"row 0: field '{field}' missing or not a non-empty string"):
+        checked_rows([row], task_of("t_echo"), "training rows", t_echo)
+
+
+def test_a_benchmark_of_another_task_is_read_with_that_task_s_own_parameters_and_a_kwargs_function_gets_them():
+    seen = []
+
+    @TASKS.register("t_kw", prompt=PROMPT, benchmarks={"t_kw_held": lambda **kw: seen.append(kw) or _echo_rows("k", 2)},
+                    params={"size": param(7, at_least(1))})
+    def t_kw(**kwargs):
+        seen.append(kwargs)
+        return _echo_rows("train", kwargs["size"])
+
+    assert len(data.training_rows(DataConfig(name="t_kw", params={"size": 2}))) == 2
+    assert seen[-1]["size"] == 2 and "root" in seen[-1]  # **kwargs: every parameter, and the data folder
+    seen.clear()
+    data.benchmark_rows("t_kw_held", DataConfig(name="t_echo", params={"size": 3}), None)  # a t_echo run reads it
+    assert seen and all(kw["size"] == 7 for kw in seen)  # t_kw's own default, not t_echo's size
