@@ -36,7 +36,14 @@ def test_a_job_that_computes_another_run_than_planned_is_refused_naming_the_inpu
         check_planned(tmp_path, JOB, "ccdba40a", moved)
     with pytest.raises(UnplannedRunError, match="its settings differ"):
         check_planned(tmp_path, JOB, "ccdba40a", INPUTS)
-    for stamp in ("", "../elsewhere", ".hidden"):  # no launch named, or a name that is no record's
+    with pytest.raises(UnplannedRunError, match="its inputs plugins differ"):  # an input the plan lacks is named
+        check_planned(tmp_path, JOB, "ccdba40a", {**INPUTS, "plugins": {"sha256": "p" * 64}})
+    # a record elsewhere, or hidden, that plans this job under another hash: never read through the stamp
+    (tmp_path / "elsewhere.json").write_text((tmp_path / SWEEPS / "20261205-060000-42.json").read_text())
+    (tmp_path / SWEEPS / ".hidden.json").write_text((tmp_path / SWEEPS / "20261205-060000-42.json").read_text())
+    (tmp_path / SWEEPS / "broken.json").write_text("{bad")
+    (tmp_path / SWEEPS / "nulled.json").write_text(json.dumps({"jobs": [{"overrides": JOB, "run_hash": None}]}))
+    for stamp in ("", "../elsewhere", ".hidden", "broken", "nulled"):  # none names a plan to hold the job to
         monkeypatch.setenv(LAUNCH_ENV, stamp)
         check_planned(tmp_path, JOB, "ccdba40a", moved)
 

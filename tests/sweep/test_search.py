@@ -4,6 +4,7 @@ running a trial (the trials themselves: tests/sweep/test_search_optuna.py, slow 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -39,7 +40,19 @@ def test_a_test_benchmark_objective_is_refused_saying_why_unless_allowed(objecti
     assert objective_of(allowed) == objective
 
 
+@pytest.mark.parametrize("objective, name", [("trained.pool950", "Pool950"), ("eval.amc23", "AMC23-40 (part of Ext240)"),
+                                             ("trained.gsm8k200", "GSM8K-200 (part of Ext240)")])
+def test_every_benchmark_the_paper_reports_on_is_refused_however_it_is_read(objective, name):
+    with pytest.raises(ConfigError, match=rf"^sweep.objective={objective}: {re.escape(name)} is a benchmark the paper"):
+        objective_of(compose_cfg(["+arm=ra_flat", f"sweep.objective={objective}"]))
+
+
 @pytest.mark.parametrize("overrides, said", [
+    (["profile=smoke", "sweep.objective=trained.toy_heldout", "eval.after=false"],
+     "sweep.objective=trained.toy_heldout: this run reads out no 'trained' accuracy (task=train, eval.before=True, "
+     "eval.after=False)"),
+    (["profile=smoke", "sweep.objective=trained.toy_heldout.x"],
+     "sweep.objective=trained.toy_heldout.x: an accuracy is named <part>.<benchmark>, e.g. trained.math_val210"),
     (["profile=smoke", "sweep.objective=trained.math_val210"],
      "sweep.objective=trained.math_val210: 'math_val210' is not read out (eval.benchmarks=['toy_heldout'])"),
     (["profile=smoke", "sweep.objective=trained"],
@@ -229,8 +242,9 @@ def test_a_search_that_varies_what_its_objective_is_read_on_is_refused_before_an
     from rlvr_sweep.sweep.preflight import PreflightError, check_search
 
     register_configs()
-    for swept in ("eval.limit=choice(2,8)", "data.toy_heldout_size=range(50,200,step=50)"):
-        with pytest.raises(PreflightError, match=r"the search varies \['(eval.limit|data.toy_heldout_size)'\], which "
+    for swept in ("eval.limit=choice(2,8)", "data.toy_heldout_size=range(50,200,step=50)", "++eval.limit=choice(2,8)",
+                  "data.root=choice(data,data2)"):
+        with pytest.raises(PreflightError, match=r"the search varies \['(eval.limit|data.toy_heldout_size|data.root)'\], which "
                                                  r"change the items its objective is read on"):
             check_search(str(CONF_DIR), [*SEARCH, "train.lr=interval(1e-6,1e-4)", swept])
 
@@ -345,10 +359,19 @@ def test_status_tells_a_running_search_from_one_cut_off_and_one_ended(tmp_path, 
     (None, "the search's record pointer cannot be read"),
     ('{"record": "/etc"}', "'/etc' is not a search record folder"),
     ("[1]", "the search's record pointer cannot be read"),
+    ("other", "is not a search record folder"),  # a folder with a search.json, but not under .searches
+    ("empty", "is not a search record folder"),  # under .searches, without a search.json
+    ('{"record": "relative/.searches/x"}', "is not a search record folder"),
 ])
 def test_a_trial_writes_only_to_the_record_its_sweep_folder_names(tmp_path, pointer, said):
     from rlvr_sweep.sweep.search_record import RECORD_POINTER, record_of
 
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "search.json").write_text("{}")
+    (tmp_path / ".searches" / "empty").mkdir(parents=True)
+    where = {"other": tmp_path / "other", "empty": tmp_path / ".searches" / "empty"}
+    if pointer in where:
+        pointer = json.dumps({"record": str(where[pointer])})
     if pointer is not None:
         (tmp_path / RECORD_POINTER).write_text(pointer)
     with pytest.raises(ValueError, match=said):
