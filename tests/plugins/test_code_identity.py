@@ -91,6 +91,25 @@ def test_the_bytes_that_ran_are_the_bytes_hashed_even_with_a_stale_bytecode_cach
     assert got["value"] == "new" and got["files"]["sized.reward"] == hashlib.sha256(module.read_bytes()).hexdigest()
 
 
+def test_a_dotted_entry_s_parent_package_runs_the_bytes_hashed_too(tmp_path):
+    """Seen (a mutation campaign's find): the entry `sized4.reward` had its folder looked up with
+    `importlib.util.find_spec`, which imported `sized4/__init__.py` through its stale bytecode cache before the
+    entry was recorded: the old code ran under the new digest. Now the folder is found without importing."""
+    pkg = tmp_path / "sized4"
+    init = write(pkg / "__init__.py", "def value():\n    return 'old'\n")
+    write(pkg / "reward.py", "from sized4 import value\n")
+    stamp = init.stat().st_mtime_ns
+    writing = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    subprocess.run([sys.executable, "-c", "import sized4"], cwd=tmp_path, check=True,
+                   env={**writing, "PYTHONPATH": str(tmp_path)})  # writes __pycache__/__init__.*.pyc
+    init.write_text("def value():\n    return 'new'\n")
+    os.utime(init, ns=(stamp, stamp))
+    got = record(tmp_path, ["sized4.reward"], "sized4.reward.value", path=[tmp_path])
+    import hashlib
+
+    assert got["value"] == "new" and got["files"]["sized4"] == hashlib.sha256(init.read_bytes()).hexdigest()
+
+
 def test_an_installed_distribution_is_its_recorded_files(tmp_path, monkeypatch):
     """A plugin installed (not from a user folder): every file its RECORD lists, so a new build is new code."""
     site = tmp_path / "site"

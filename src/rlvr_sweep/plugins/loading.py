@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -183,16 +184,22 @@ def conf_dirs(entries: list[str] | None = None) -> list[Path]:
 
 
 def entry_folder(entry: str) -> Path | None:
+    """The folder of an entry: a `.py` file's, a package folder itself, or a module name's (its package's folder,
+    else its file's), found by the path finder part by part without running any of it (`importlib.util.find_spec`
+    would import a dotted name's parent packages, through their bytecode caches, before they are recorded)."""
     path = Path(entry).expanduser()
     if entry.endswith(".py"):
         return path.parent
     if os.sep in entry or path.is_dir():
         return path
+    spec, search = None, None
     try:
-        spec = importlib.util.find_spec(entry)
+        for part in entry.split("."):
+            spec = importlib.machinery.PathFinder.find_spec(part, search)
+            if spec is None:
+                return None
+            search = list(spec.submodule_search_locations or [])
     except (ImportError, ValueError):
-        return None
-    if spec is None:
         return None
     if spec.submodule_search_locations:
         return Path(list(spec.submodule_search_locations)[0])
