@@ -238,3 +238,28 @@ def test_every_file_of_a_package_folder_is_code_however_it_is_named_or_reached(t
                              "t_walked:linked/table.csv"]
     assert files["t_walked.a"][0] == str((pkg / "a" / "__init__.py").resolve())
     assert files["t_walked:a.py"][0] == str((pkg / "a.py").resolve())
+
+
+def test_a_lazy_standard_library_import_is_no_unrecorded_code_and_a_lazy_module_edited_before_its_import_is(tmp_path):
+    """The end-of-run check names user code the record does not hold: never a library a plugin imports lazily
+    (`colorsys` here), always a recorded module whose bytes changed before its first import."""
+    from rlvr_sweep.plugins import code_record, compiled_now, unrecorded_code
+    from rlvr_sweep.plugins.versions import put_aside
+
+    pkg = tmp_path / "t_lazy7"
+    write(pkg / "__init__.py", "def colour():\n    import colorsys\n    return colorsys.ONE_THIRD\n\n\n"
+                               "def later():\n    from t_lazy7 import lazy\n    return lazy.COEF\n")
+    lazy = write(pkg / "lazy.py", "COEF = 1\n")
+    try:
+        rec = code_record([str(pkg)])
+        before = compiled_now()
+        import t_lazy7
+
+        t_lazy7.colour()
+        assert unrecorded_code(rec, before) == []
+        lazy.write_text("COEF = 2\n")  # edited after the record, before its first import
+        assert t_lazy7.later() == 2
+        (said,) = unrecorded_code(rec, before)
+        assert said.startswith("t_lazy7.lazy (") and "ran as other bytes than its recorded sha256" in said
+    finally:
+        put_aside({"t_lazy7", "t_lazy7.lazy"})

@@ -124,3 +124,47 @@ def test_the_advice_matches_the_situation(given, unchecked, said):
 
     args = Namespace(output_dir="ROOT", plugins=given.get("plugins"), plugins_kept_in=given.get("plugins_kept_in"))
     assert _plugin_advice(args, unchecked) == said
+
+
+PACKAGE = ("import json\nfrom pathlib import Path\n\nfrom rlvr_sweep.extend import REWARDS\n\n"
+           "WEIGHT = json.loads((Path(__file__).parent / 'tables' / 'w.json').read_text())['w']\n\n\n"
+           "@REWARDS.register('t_kept_pkg')\n"
+           "def weighted(texts, gold, *, grade):\n"
+           "    return [WEIGHT] * len(texts), [True] * len(texts)\n")
+
+
+def test_a_package_with_a_data_file_is_re_derived_from_its_kept_copy_data_included(tmp_path):
+    pkg = tmp_path / "code" / "t_kept_pkg"
+    (pkg / "tables").mkdir(parents=True)
+    (pkg / "__init__.py").write_text(PACKAGE)
+    (pkg / "tables" / "w.json").write_text('{"w": 0.5}')
+    record = code_record([str(pkg)])
+    assert "t_kept_pkg:tables/w.json" in record["files"]
+    run_dir = tmp_path / "runs" / "r"
+    assert keep_code(run_dir, record) == []
+    put_aside(module_names(record))
+    (pkg / "tables" / "w.json").write_text('{"w": 0.25}')  # the data edited since the run
+    info = {"inputs": {"plugins": {**record, "options": {"reward.name": "t_kept_pkg"}}}}
+    config = {"plugins": [str(pkg)], "reward": {"name": "t_kept_pkg"}, "profile": {"length_scale": 1.0}}
+    trust([], results=tmp_path / "runs", kept_in=[tmp_path / "runs"])
+    rules, why = load(info, config, "baseline", run_dir)
+    assert why is None and rules.reward(["a"], ["1"], None) == ([0.5], [True])  # the kept table's weight
+    put_aside({"t_kept_pkg"})
+
+
+def test_a_damaged_copy_is_kept_again_from_the_bytes_recorded_and_a_copy_linking_out_is_refused(tmp_path, edited_plugin):
+    run_dir, first, config, _ = edited_plugin
+    record = first["inputs"]["plugins"]
+    key = "rlvr_sweep_plugin_t_kept_value"
+    copy = kept_path(run_dir, record["paths"][key])
+    kept_bytes = copy.read_bytes()
+    copy.write_text("damaged = True\n")  # a resumed run finds its copy damaged, the recorded bytes gone (edited):
+    assert keep_code(run_dir, record) == [key]  # said, and never the edited bytes kept in their place
+    assert copy.read_text() == "damaged = True\n"
+    outside = tmp_path / "outside.py"
+    outside.write_bytes(kept_bytes)  # the same bytes, elsewhere: a link out of the run's folder is refused
+    copy.unlink()
+    copy.symlink_to(outside)
+    trust([], results=tmp_path / "runs", kept_in=[tmp_path / "runs"])
+    rules, why = load(first, config, "baseline", run_dir)
+    assert rules is None and "lies outside the run's plugin_code folder" in why

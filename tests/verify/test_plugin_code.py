@@ -155,3 +155,79 @@ def test_a_crafted_record_cannot_steer_the_import_to_unchecked_code(tmp_path, mo
     rules, why = load(info, config, "baseline")
     assert rules is None and "lies outside the places named for plugins" in why
     assert not marker.exists()
+
+
+# ---------------------------------------------------------------- siblings (issue 47 item 10: a mutation campaign's survivors)
+def test_a_file_entry_trusts_that_file_only_never_its_folder(tmp_path, monkeypatch):
+    good = tmp_path / "code" / "t_named.py"
+    good.parent.mkdir()
+    good.write_text(PLUGIN.replace("t_verify_half", "t_named_half"))
+    monkeypatch.setenv(ENV, str(good))
+    info, config, marker = hostile_run(tmp_path)
+    evil = tmp_path / "code" / "t_neighbour.py"  # beside the named file, with its true digest in the record
+    evil.write_text((tmp_path / "results" / "t_hostile.py").read_text())
+    import hashlib
+
+    module = info["inputs"]["plugins"]["modules"][0]
+    info["inputs"]["plugins"].update(files={module: hashlib.sha256(evil.read_bytes()).hexdigest()},
+                                     paths={module: str(evil)})
+    rules, why = load(info, {**config, "plugins": [str(evil)]}, "baseline")
+    assert rules is None and "lies outside the places named for plugins" in why and not marker.exists()
+
+
+@pytest.mark.parametrize("extra", ["files", "paths"])
+def test_a_record_whose_files_and_paths_disagree_runs_nothing(tmp_path, extra):
+    info, config, marker = hostile_run(tmp_path)
+    trust([tmp_path])
+    record = info["inputs"]["plugins"]
+    record[extra] = {**record[extra], "t_more": "0" * 64 if extra == "files" else str(tmp_path / "more.py")}
+    rules, why = load(info, config, "baseline")
+    assert rules is None and not marker.exists() and "record (files and paths) is missing or malformed" in why
+
+
+def test_a_recorded_file_gone_is_said_so_which_names_the_kept_code_as_the_way_on(tmp_path):
+    plugin = tmp_path / "t_gone.py"
+    plugin.write_text(PLUGIN.replace("t_verify_half", "t_gone_half"))
+    record = {**code_record([str(plugin)]), "options": {"reward.name": "t_gone_half"}}
+    plugin.unlink()
+    trust([tmp_path])
+    rules, why = load({"inputs": {"plugins": record}}, {"plugins": [str(plugin)], **CONFIG}, "baseline")
+    assert rules is None and f"its plugin file {plugin} (rlvr_sweep_plugin_t_gone) is not there any more" in why
+
+
+def test_a_module_the_plugin_imports_that_its_record_lacks_is_refused(tmp_path, monkeypatch):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "t_helper17.py").write_text("BONUS = 0.0\n")
+    monkeypatch.syspath_prepend(str(lib))
+    plugin = tmp_path / "t_uses17.py"
+    plugin.write_text("import t_helper17\n" + PLUGIN.replace("t_verify_half", "t_uses17_half"))
+    record = code_record([str(plugin)])
+    assert "t_helper17" in record["files"]
+    sys.modules.pop("t_helper17", None)
+    from rlvr_sweep.plugins.versions import put_aside
+
+    put_aside({"rlvr_sweep_plugin_t_uses17", "t_helper17"})
+    lacking = {**record, "files": {k: v for k, v in record["files"].items() if k != "t_helper17"},
+               "paths": {k: v for k, v in record["paths"].items() if k != "t_helper17"},
+               "options": {"reward.name": "t_uses17_half"}}
+    trust([tmp_path])
+    rules, why = load({"inputs": {"plugins": lacking}}, {"plugins": [str(plugin)], **CONFIG}, "baseline")
+    assert rules is None and why.startswith("the plugin code at hand is not the code the run recorded: t_helper17")
+
+
+def test_a_dotted_module_without_its_parent_package_in_the_record_is_one_line(tmp_path):
+    root = tmp_path / "lib"
+    (root / "t_noparent").mkdir(parents=True)
+    marker = tmp_path / "executed"
+    (root / "t_noparent" / "__init__.py").write_text(HOSTILE.format(marker=str(marker)))
+    rewards = root / "t_noparent" / "rewards.py"
+    rewards.write_text(PLUGIN.replace("t_verify_half", "t_noparent_half"))
+    import hashlib
+
+    record = {"sha256": "x", "files": {"t_noparent.rewards": hashlib.sha256(rewards.read_bytes()).hexdigest()},
+              "paths": {"t_noparent.rewards": str(rewards)}, "entries": ["t_noparent.rewards"],
+              "modules": ["t_noparent.rewards"], "options": {"reward.name": "t_noparent_half"}}
+    trust([root])
+    rules, why = load({"inputs": {"plugins": record}}, {"plugins": ["t_noparent.rewards"], **CONFIG}, "baseline")
+    assert rules is None and "places a module where its name does not put it" in why and not marker.exists()
