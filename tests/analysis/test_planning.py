@@ -62,3 +62,10 @@ def test_the_launch_line_is_the_pilot_s_own_from_its_launch_record(tmp_path):
     assert base["new_runs"] > 0
     seeds = ",".join(str(s) for s in [42, 101, 7, *base["new_seeds"]])
     assert base["line"] == f"python -m rlvr_sweep +arm=baseline profile=smoke train.steps=16 -m seed={seeds}"
+
+
+def test_the_launch_records_folder_is_the_sweep_stage_s():
+    from rlvr_sweep.analysis.planning import LAUNCH_RECORDS
+    from rlvr_sweep.sweep.records import SWEEPS
+
+    assert LAUNCH_RECORDS == SWEEPS

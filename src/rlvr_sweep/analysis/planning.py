@@ -26,6 +26,8 @@ from rlvr_sweep.analysis.power import (
 from rlvr_sweep.analysis.report import table2b_contrasts
 from rlvr_sweep.analysis.source import Sweep, seed_order
 
+LAUNCH_RECORDS = ".sweeps"  # `sweep.records.SWEEPS`, named here: the sweep stage comes after analysis (tested equal)
+
 
 def plan(sweep: Sweep, root, halfwidth: float = 1.0, effect: float = 3.0, target_power: float = 0.8,
          items: int | None = None, contrasts=None, baseline: str | None = None) -> dict:
@@ -119,10 +121,8 @@ def _launch_records(root: Path) -> list[list]:
     """The jobs of each launch record under `root/.sweeps` (untrusted JSON: what cannot be read is skipped)."""
     import json
 
-    from rlvr_sweep.sweep.records import SWEEPS
-
     out = []
-    for path in sorted((root / SWEEPS).glob("*.json")):
+    for path in sorted((root / LAUNCH_RECORDS).glob("*.json")):
         try:
             record = json.loads(path.read_text())
         except (OSError, ValueError, RecursionError):
