@@ -177,32 +177,46 @@ def test_a_search_into_a_folder_whose_search_runs_is_refused_and_a_killed_search
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     first = subprocess.Popen([sys.executable, "-m", "rlvr_sweep", *line], cwd=tmp_path, env=env, start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        def trial(number: int) -> dict:
-            path = tmp_path / "runs" / ".searches" / f"{tmp_path.name}_multirun" / f"trial_{number}.json"
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline and first.poll() is None:
-                try:
-                    return json.loads(path.read_text())
-                except (OSError, ValueError):
-                    time.sleep(0.05)
-            raise AssertionError(f"trial {number} never started")
+    record = tmp_path / "runs" / ".searches" / f"{tmp_path.name}_multirun"
 
-        trial(0)
+    def trials() -> list[dict]:
+        out = []
+        for path in record.glob("trial_*.json"):
+            try:
+                out.append(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                pass  # being replaced: read again at the next look
+        return out
+
+    def wait_for(done, what: str) -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and first.poll() is None:
+            if done():
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"the first search never {what}")
+
+    try:
+        wait_for(lambda: trials(), "started a trial")
         second = _search(tmp_path, "hydra.sweeper.n_trials=2", "train.lr=interval(1e-6,1e-4)")
         assert second.returncode == 3, second.stderr[-2000:]
         assert second.stderr.strip().splitlines()[-1].startswith(
             f"Search not launched: hydra.sweep.dir={tmp_path / 'multirun'}: another search runs into this folder (pid ")
         assert len(list((tmp_path / "runs" / ".searches").iterdir())) == 1
-        assert trial(1)["status"] == "started"
+        # killed while a trial after the first one runs (however far the search got meanwhile)
+        wait_for(lambda: any(t.get("status") == "started" and t.get("number", 0) >= 1 for t in trials()),
+                 "started a second trial")
         os.killpg(first.pid, signal.SIGKILL)
     finally:
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
         first.wait()
+    left = trials()
+    done = sum(t["status"] == "ok" for t in left)
+    assert sum(t["status"] == "started" for t in left) == 1 and done == len(left) - 1 >= 1
     status = subprocess.run([sys.executable, "-m", "rlvr_sweep", "status", str(tmp_path / "runs")],
                             capture_output=True, text=True, timeout=300, env=env)
     (said,) = [s for s in status.stdout.splitlines() if s.startswith(f"  {tmp_path.name}_multirun: ")]
-    assert "2 trial(s), 1 done, 0 failed, 1 unfinished; maximize; best trained.toy_heldout = " in said
-    assert said.endswith("; cut off after 2 of 20 trial(s) asked for (its process ended before the search did; "
-                         "relaunch the line to go on: finished runs are read, not rerun)")
+    assert f"{len(left)} trial(s), {done} done, 0 failed, 1 unfinished; maximize; best trained.toy_heldout = " in said
+    assert said.endswith(f"; cut off after {len(left)} of 20 trial(s) asked for (its process ended before the search "
+                         "did; relaunch the line to go on: finished runs are read, not rerun)")
