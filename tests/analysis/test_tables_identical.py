@@ -71,19 +71,22 @@ SWEEPS = {"handmade": (handmade.sweep, ALL), "shuffled": (_shuffled, ALL), "inte
 
 
 HOLM_COLUMNS = ("p_two_level", "holm_family", "holm_excludes_0")  # added to Table 2B since (issue 48 item 3)
+VERDICT_COLUMNS = ("var_seed", "var_item", "var_interaction", "verdict", "verdict_seeds", "delta_pp",
+                   "power_target")  # and these (item 4)
 
 
 def without_holm(table):
-    """Table 2B as it was before its Holm column and note were added beside its rows (the paper's rows and numbers
-    stay byte-identical: what this file pins); any other table as it is."""
+    """Table 2B as it was before its Holm and verdict columns and notes were added beside its rows (the paper's rows
+    and numbers stay byte-identical: what this file pins); any other table as it is."""
     import dataclasses
 
     if table.name != "table2b" or table.why:
         return table
-    assert set(HOLM_COLUMNS) <= set(table.frame.columns) and "Holm 5% (family)" in table.display.columns
-    return dataclasses.replace(table, frame=table.frame.drop(columns=list(HOLM_COLUMNS)),
-                               display=table.display.drop(columns=["Holm 5% (family)"]),
-                               notes=[n for n in table.notes if not n.startswith("Holm 5%: ")])
+    added = [*HOLM_COLUMNS, *VERDICT_COLUMNS]
+    assert set(added) <= set(table.frame.columns) and {"Holm 5% (family)", "Verdict"} <= set(table.display.columns)
+    return dataclasses.replace(table, frame=table.frame.drop(columns=added),
+                               display=table.display.drop(columns=["Holm 5% (family)", "Verdict"]),
+                               notes=[n for n in table.notes if not n.startswith(("Holm 5%: ", "Verdict: "))])
 
 
 def digest(table) -> str:

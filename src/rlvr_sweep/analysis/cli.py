@@ -46,6 +46,7 @@ from rlvr_sweep.analysis.forked import default_jobs
 from rlvr_sweep.analysis.report import (ALL_TABLES, OPTIONAL_TABLES, SELECTION, build_tables, header_lines, save_tables,
                                         table_notes)
 from rlvr_sweep.analysis.source import load_sweep
+from rlvr_sweep.analysis.verdicts import VerdictSettings
 from rlvr_sweep.store import CollectError
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -111,6 +112,12 @@ def _parser() -> argparse.ArgumentParser:
                                        help="the arm (paper number or name) every arm row is contrasted with in "
                                             "Table 2B (default: Arm 1, else an arm named baseline, else the lowest "
                                             "paper arm number, then by name)")
+        sub.choices[name].add_argument("--delta", type=float, default=VerdictSettings.delta_pp, metavar="PP",
+                                       help="the smallest difference that matters, in pp: Table 2B's verdict calls "
+                                            "an interval inside +-PP a powered null (default %(default)s)")
+        sub.choices[name].add_argument("--power", type=float, default=VerdictSettings.power,
+                                       help="the power an inconclusive verdict's seeds are planned for "
+                                            "(default %(default)s)")
     t = sub.choices["tables"]
     t.add_argument("--only", default=",".join(ALL_TABLES), help=f"comma-separated subset of {','.join(ALL_TABLES)}")
     t.add_argument("--strata-reference", default=",".join(REFERENCE_ARMS), metavar="ARMS",
@@ -172,6 +179,7 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     root = Path(args.root)
     try:
+        verdicts = VerdictSettings(args.delta, args.power) if args.command in ("tables", "report") else None
         sweep = load_sweep(root, profile=args.profile, where=args.where)
         contrasts = load_contrasts(args.contrasts) if getattr(args, "contrasts", None) else None
         only = [n.strip() for n in getattr(args, "only", "").split(",") if n.strip()]
@@ -205,7 +213,7 @@ def main(argv=None) -> int:
 
         path = write_report(sweep, root, args.out, verify=not args.no_verify, n_resamples=args.resamples,
                             seed=args.seed, progress=lambda line: print(line, flush=True), plugins=args.plugins,
-                            kept_in=args.plugins_kept_in, contrasts=contrasts, baseline=baseline)
+                            kept_in=args.plugins_kept_in, contrasts=contrasts, baseline=baseline, verdicts=verdicts)
         print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - started:.1f}s; {head})")
         return EXIT_OK
     Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -213,7 +221,7 @@ def main(argv=None) -> int:
     if args.command == "tables":
         reference = [a.strip() for a in args.strata_reference.split(",") if a.strip()]
         tables = build_tables(sweep, contrasts, args.resamples, args.seed, only, strata_reference=reference,
-                              jobs=args.jobs, baseline=baseline)
+                              jobs=args.jobs, baseline=baseline, verdicts=verdicts)
         if args.only == ",".join(ALL_TABLES):  # not asked for by name: left out where the sweep lacks their runs
             for name in [n for n in OPTIONAL_TABLES if tables[n].why]:
                 Path(args.out, f"{name}.parquet").unlink(missing_ok=True)

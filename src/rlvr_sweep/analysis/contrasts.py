@@ -27,9 +27,11 @@ import pandas as pd
 import yaml
 
 from rlvr_sweep.analysis.multiplicity import bootstrap_p, holm
+from rlvr_sweep.analysis.power import components
 from rlvr_sweep.analysis.render import Table, ci_text, num, per_seed
 from rlvr_sweep.analysis.source import BENCHMARK_NAMES, Sweep, grade_rows, is_paper_number, item_matrix, seed_order
 from rlvr_sweep.analysis.stats import bootstrap_ci
+from rlvr_sweep.analysis.verdicts import COMPONENT_COLUMNS, VerdictSettings, verdict_note, with_verdicts
 from rlvr_sweep.config import did_you_mean
 
 SHIPPED = {"paper": "contrasts_paper.yaml", "smoke": "contrasts_smoke.yaml", "cf": "contrasts_cf.yaml",
@@ -169,14 +171,17 @@ def contrast_row(c: Contrast, seeds: list, d: np.ndarray, n_resamples: int, seed
            "p_two_level": bootstrap_p(d, n_resamples, seed) if len(seeds) > 1 else np.nan}
     for m, (_, lo, hi) in ci.items():
         row.update({f"{m}_lo": 100 * lo, f"{m}_hi": 100 * hi})
+    parts = components(d) if len(seeds) > 1 and d.shape[1] > 1 else None  # what a verdict's seeds are planned from
+    row.update(dict(zip(COMPONENT_COLUMNS, (parts.seed, parts.item, parts.interaction) if parts else (np.nan,) * 3)))
     return row
 
 
 def build_table2b(sweep: Sweep, contrasts: list[Contrast], n_resamples: int = 4000, seed: int = 0,
-                  listed: str = "the listed") -> Table:
+                  listed: str = "the listed", verdicts: VerdictSettings = VerdictSettings()) -> Table:
     """Table 2B of `contrasts` (a declared list, with `baseline_contrasts` added by `build_tables`). The rows
     that cannot be built are one note; `listed` names whose they are in the report's folded summary of them
-    ("the paper's" for a shipped list)."""
+    ("the paper's" for a shipped list); `verdicts`: the difference that matters and the power of the verdict
+    column (`analysis.verdicts`)."""
     title = "Table 2B: matched two-level (seed x question) bootstrap contrasts (§5.3)"
     profiles = sorted(sweep.runs["profile"].unique()) if len(sweep.runs) else []
     rows, absent, tried = [], [], 0
@@ -201,8 +206,8 @@ def build_table2b(sweep: Sweep, contrasts: list[Contrast], n_resamples: int = 40
         table = Table.unbuilt("table2b", title, why)
         table.notes, table.folded, table.side_files = notes, folded, {CONTRASTS_FILE: None}
         return table
-    frame = _with_holm(pd.DataFrame(rows))
-    notes.append(_holm_note(frame, len(profiles) > 1))
+    frame = with_verdicts(_with_holm(pd.DataFrame(rows)), verdicts)
+    notes += [_holm_note(frame, len(profiles) > 1), verdict_note(verdicts)]
     return Table("table2b", title, frame, _display(frame, len(profiles) > 1), notes=notes, folded=folded,
                  side_files={CONTRASTS_FILE: dump_contrasts(contrasts)})
 
@@ -351,5 +356,6 @@ def _display(frame: pd.DataFrame, with_profile: bool) -> pd.DataFrame:
                                           f"{ci_text(r['flat_lo'], r['flat_hi'])}")
         d["Holm 5% (family)"] = ("—" if r["holm_excludes_0"] is None else
                                  f"{'excludes 0' if r['holm_excludes_0'] else 'includes 0'} (of {r['holm_family']})")
+        d["Verdict"] = r["verdict"]
         out.append({"Profile": r["profile"], **d} if with_profile else d)
     return pd.DataFrame(out)

@@ -36,6 +36,7 @@ from pathlib import Path
 from rlvr_sweep.analysis.contrasts import baseline_units
 from rlvr_sweep.analysis.report import OPTIONAL_TABLES, build_tables, header_lines
 from rlvr_sweep.analysis.source import Sweep
+from rlvr_sweep.analysis.verdicts import VerdictSettings
 
 STYLE = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -67,14 +68,15 @@ LONG_WORD = 16  # characters of a word from which a cell may break inside its wo
 
 
 def write_report(sweep: Sweep, root, out, *, verify: bool = True, n_resamples: int = 4000, seed: int = 0,
-                 progress=print, plugins=None, kept_in=None, contrasts=None, baseline: str | None = None) -> Path:
+                 progress=print, plugins=None, kept_in=None, contrasts=None, baseline: str | None = None,
+                 verdicts: VerdictSettings = VerdictSettings()) -> Path:
     """Build every section (module docstring) and write the page to `out`; returns its path. `plugins`: the
     verdict re-derives what the runs' plugins decided (`verify all --plugins`), `kept_in` with the code the runs
     under those folders kept (`verify all --plugins-kept-in`); `contrasts`, `baseline`: Table
-    2B's declared rows and baseline arm (`build_tables`), the baseline also the configs section's."""
+    2B's declared rows, baseline arm and verdict settings (`build_tables`), the baseline also the configs section's."""
     started = time.perf_counter()
     progress("tables ...")
-    tables = build_tables(sweep, contrasts, n_resamples, seed, baseline=baseline)
+    tables = build_tables(sweep, contrasts, n_resamples, seed, baseline=baseline, verdicts=verdicts)
     tables = {n: t for n, t in tables.items() if not (n in OPTIONAL_TABLES and t.why)}
     progress("figures ...")
     figures = _figures(sweep)

@@ -26,6 +26,7 @@ from rlvr_sweep.analysis.table4 import build_table4
 from rlvr_sweep.analysis.table5a import build_table5a, build_table5a_tf
 from rlvr_sweep.analysis.table5b import build_table5b
 from rlvr_sweep.analysis.table5c import build_table5c
+from rlvr_sweep.analysis.verdicts import VerdictSettings
 
 TABLES = ("runs", "table1", "table2a", "table2b", "table3", "table4", "table5c", "audit", "baseline_readouts",
           "baseline_runs", "strata")  # PASS 3 rebuilds these
@@ -55,11 +56,12 @@ def table2b_contrasts(sweep: Sweep, contrasts: list[Contrast] | None = None,
 
 def build_tables(sweep: Sweep, contrasts: list[Contrast] | None = None, n_resamples: int = 4000,
                  seed: int = 0, only=ALL_TABLES, strata_reference=REFERENCE_ARMS, reuse: bool = False,
-                 jobs: int = 1, baseline: str | None = None) -> dict[str, Table]:
+                 jobs: int = 1, baseline: str | None = None, verdicts: VerdictSettings = VerdictSettings()
+                 ) -> dict[str, Table]:
     """{name: Table} for the names in `only`; a table that cannot be built carries its reason.
     `contrasts`: Table 2B's declared rows (None: the shipped list of the sweep's profiles); `baseline`: the arm
     every arm row is also contrasted with there (a paper number or name; None: `contrasts.baseline_units`'s
-    choice). `strata_reference`: the arms whose checkpoints define the item strata (default Arms 1-9). `reuse`:
+    choice); `verdicts`: the difference that matters and the power of Table 2B's verdicts. `strata_reference`: the arms whose checkpoints define the item strata (default Arms 1-9). `reuse`:
     a table this sweep object has built before with the same settings is returned again, not rebuilt
     (verify builds each several times; off by default, so code changed in a session is seen). `jobs`:
     processes to build them on (`analysis.forked`; the tables are the same)."""
@@ -71,7 +73,7 @@ def build_tables(sweep: Sweep, contrasts: list[Contrast] | None = None, n_resamp
         "table1": lambda: build_table1(sweep),
         "table2a": lambda: build_table2a(sweep),
         "table2b": lambda: build_table2b(sweep, table2b_contrasts(sweep, contrasts, baseline), n_resamples, seed,
-                                         "the paper's" if contrasts is None else "the listed"),
+                                         "the paper's" if contrasts is None else "the listed", verdicts),
         "table3": lambda: build_table3(sweep),
         "table4": lambda: build_table4(sweep, n_resamples, seed),
         "table5c": lambda: build_table5c(sweep, n_resamples, seed),

@@ -27,6 +27,7 @@ import yaml
 
 from rlvr_sweep.analysis import Sweep
 from rlvr_sweep.analysis.contrasts import CONTRASTS_FILE, Contrast, build_table2b, load_contrasts
+from rlvr_sweep.analysis.verdicts import saved_settings
 from rlvr_sweep.analysis.report import TABLES, build_tables, parquet_safe, read_saved, table_notes
 from rlvr_sweep.store import RUN_KEYS
 
@@ -182,7 +183,8 @@ def _rebuild(sweep: Sweep, name: str, saved: pd.DataFrame, tables_dir=None):
             [Contrast(int(r["row"]), r["title"], tuple(r["arms"]), r["benchmark"], r["metric"],
                       None if r["seed_filter"] is None else tuple(int(s) for s in r["seed_filter"]))
              for _, r in saved.drop_duplicates("row").iterrows()]
-        return build_table2b(sweep, contrasts, int(saved["n_resamples"].iloc[0]), int(saved["boot_seed"].iloc[0]))
+        return build_table2b(sweep, contrasts, int(saved["n_resamples"].iloc[0]), int(saved["boot_seed"].iloc[0]),
+                             verdicts=saved_settings(saved))
     return build_tables(sweep, only=[name], reuse=True, **settings)[name]
 
 
