@@ -42,12 +42,13 @@ def test_runs_that_differ_in_more_than_the_seed_are_rows_of_their_own(root):
     with 100-step runs as seeds. Want: rows of runs that share everything but the seed."""
     sweep = load_sweep(root)
     rows = {sweep.label(u): sorted(sweep.runs_of(u)["seed"]) for u in sweep.units()}
-    assert rows == {"4. ra_flat": [42, 101], "4. ra_flat [train.steps=3]": [42],
-                    "4. ra_flat [eval.benchmarks=[math500], eval.limit=5]": [42]}
+    # each row named by what it changes from Arm 4's preset (no row shares all its changes with the others)
+    assert rows == {"4. ra_flat [eval.limit=8, train.steps=2]": [42, 101], "4. ra_flat [eval.limit=8, train.steps=3]": [42],
+                    "4. ra_flat [eval.benchmarks=[math500], eval.limit=5, train.steps=2]": [42]}
     assert any("'4. ra_flat' is 3 rows" in n for n in sweep.notes)
     t1 = build_tables(sweep, only=["table1"])["table1"].frame.set_index("label")
-    assert list(t1.loc["4. ra_flat", "toy_heldout.seeds"]) == [42, 101]
-    assert t1.loc["4. ra_flat [train.steps=3]", "n_seeds"] == 1
+    assert list(t1.loc["4. ra_flat [eval.limit=8, train.steps=2]", "toy_heldout.seeds"]) == [42, 101]
+    assert t1.loc["4. ra_flat [eval.limit=8, train.steps=3]", "n_seeds"] == 1
 
 
 def test_the_base_row_is_one_per_base_model_and_read_out_setting(root, tmp_path):

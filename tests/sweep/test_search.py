@@ -272,14 +272,18 @@ def test_the_summary_docs_search_md_shows_is_laid_out_as_a_search_prints_it():
     import re
 
     from tests.conftest import REPO
+    from rlvr_sweep.sweep.search_noise import noise_line
     from tests.test_docs import shown_output
 
     shown = shown_output("Search summary:", REPO / "docs" / "search.md")
-    rows = [re.fullmatch(r"  trial (\d+): train\.lr=(\S+): ([\d.]+)", line) for line in shown[1:-2]]
+    rows = [re.fullmatch(r"  trial (\d+): train\.lr=(\S+): ([\d.]+)", line) for line in shown[1:-3]]
     trials = [{"number": int(m[1]), "status": "ok", "value": float(m[3]), "overrides": [f"train.lr={m[2]}", "x=1"]}
               for m in rows]
     meta = {"objective": "trained.toy_heldout", "direction": "maximize", "swept": ["train.lr"]}
-    assert len(trials) == 3 and summary_lines(meta, trials) == shown[:-1]
+    assert len(trials) == 3 and summary_lines(meta, trials) == shown[:-2]  # without the runs: no noise line
+    noise = {"tied": ["trial 1: +1 of 200 items, p = 1.00", "trial 2: +3 of 200 items, p = 0.61"], "apart": [],
+             "seeds": 1}  # what the runs of the shown search gave (tests/sweep/test_many_variants_named.py runs one)
+    assert noise_line(noise) == shown[-2]
     assert shown[-1].startswith("search record: outputs/runs/.searches/")
 
 

@@ -127,6 +127,9 @@ def _rows_now(sweep: Sweep, ref: str, benchmark: str, profile: str | None) -> li
         rows = [ref]
     if len(rows) > 1:  # several rows of one arm: the ones that read this benchmark out
         rows = [u for u in rows if len(grade_rows(sweep, u, benchmark, columns=("seed",)))] or rows
+    if len(rows) > 1:  # of those, the arm's own preset, where one is (a search's trials beside it are not the arm)
+        preset = [u for u in rows if sweep.at_preset(u)]
+        rows = preset if len(preset) == 1 else rows
     return rows
 
 
@@ -157,6 +160,14 @@ def contrast_grid(sweep: Sweep, c: Contrast, profile: str | None = None) -> tupl
     y = [m[2][np.ix_([m[0].index(s) for s in seeds], [a[i] for i in order])] for m, a in zip(mats, at)]
     d = y[0] - y[1] if len(y) == 2 else (y[0] - y[1]) - (y[2] - y[3])
     return seeds, d
+
+
+def _shown_name(sweep: Sweep, c: Contrast) -> str:
+    """The contrast's name with each arm row named by its label where its reference is the row's own id (a row
+    that no paper number, arm name or horizon singles out, `baseline_contrasts`): never a hash alone."""
+    units = set(sweep.units())
+    names = [sweep.label(ref) if ref in units else ref for ref in c.arms]
+    return Contrast(c.row, c.title, tuple(names), c.benchmark).name
 
 
 def contrast_row(c: Contrast, seeds: list, d: np.ndarray, n_resamples: int, seed: int) -> dict:
@@ -193,7 +204,8 @@ def build_table2b(sweep: Sweep, contrasts: list[Contrast], n_resamples: int = 40
             if isinstance(got, str):
                 absent.append(f"row {c.row}{where} ({c.name}, {c.benchmark}): {got}")
                 continue
-            rows.append({"profile": profile, **contrast_row(c, *got, n_resamples, seed)})
+            rows.append({"profile": profile, **contrast_row(c, *got, n_resamples, seed),
+                         "contrast": _shown_name(sweep, c)})
     planned = tried if profiles else len(contrasts)
     notes = [f"{len(rows)} of {planned} contrasts built; {n_resamples} resamples, bootstrap seed {seed}"]
     notes += _baseline_notes(sweep, contrasts, len(profiles) > 1)

@@ -259,7 +259,7 @@ def _figure(name: str, png) -> str:
 
 
 def _configs(sweep: Sweep, baseline: str | None = None) -> str:
-    from rlvr_sweep.analysis.diff import config_difference, resolve_side
+    from rlvr_sweep.analysis.diff import config_difference, is_bookkeeping, resolve_side
 
     head = "<h2 id='configs'>Configs</h2>"
     units = sweep.units()
@@ -275,13 +275,21 @@ def _configs(sweep: Sweep, baseline: str | None = None) -> str:
         base = base_of[u]
         if u == base:
             continue
-        rows = [(k, a, b) for k, a, b in config_difference(configs[base], configs[u]) if k != "seed"]
+        differ = [(k, a, b) for k, a, b in config_difference(configs[base], configs[u]) if k != "seed"]
+        rows = [r for r in differ if not is_bookkeeping(r[0])]
         rows += _input_differences(sweep.runs_of(base).iloc[0], sweep.runs_of(u).iloc[0])
-        cells = "".join(f"<tr><td><code>{_e(k)}</code></td><td>{_e(a)}</td><td>{_e(b)}</td></tr>" for k, a, b in rows)
+        kept = [r for r in differ if is_bookkeeping(r[0])]  # labels and where results go, as `analysis diff` says
+        header = f"<tr><th>setting</th><th>{_e(sweep.label(base))}</th><th>{_e(sweep.label(u))}</th></tr>"
         out.append(f"<h3>{_e(sweep.label(u))}</h3>" + (
-            f"<table><tr><th>setting</th><th>{_e(sweep.label(base))}</th><th>{_e(sweep.label(u))}</th></tr>{cells}</table>"
-            if rows else "<p>No setting differs (the seed only).</p>"))
+            f"<table>{header}{_cells(rows)}</table>" if rows else "<p>No setting differs (the seed only).</p>")
+            + (f"<details><summary>labels and bookkeeping that differ (not what a run computes): "
+               f"{_e(', '.join(k for k, _, _ in kept))}</summary><table>{header}{_cells(kept)}</table></details>"
+               if kept else ""))
     return "\n".join(out)
+
+
+def _cells(rows) -> str:
+    return "".join(f"<tr><td><code>{_e(k)}</code></td><td>{_e(a)}</td><td>{_e(b)}</td></tr>" for k, a, b in rows)
 
 
 def _input_differences(a, b) -> list[tuple[str, str, str]]:

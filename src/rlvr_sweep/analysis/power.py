@@ -32,7 +32,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
 
 MAX_SEEDS = 200  # the most seeds a plan proposes; more says "not within 200 seeds"
 
@@ -76,8 +75,16 @@ def bootstrap_variance(c: Components, seeds: int, items: int | None = None) -> f
     return max(float(value), 0.0)
 
 
+def _norm():
+    """scipy.stats' normal distribution, imported when first used (scipy.stats takes a second to import, and the
+    analysis stage is imported by a sweep's end-of-run summary)."""
+    from scipy.stats import norm
+
+    return norm
+
+
 def _z(level: float) -> float:
-    return float(norm.ppf(1 - (1 - level) / 2))
+    return float(_norm().ppf(1 - (1 - level) / 2))
 
 
 def half_width(c: Components, seeds: int, items: int | None = None, level: float = 0.95) -> float:
@@ -104,6 +111,7 @@ def power(c: Components, effect: float, seeds: int, items: int | None = None, al
     N = items or c.items
     boot = math.sqrt(bootstrap_variance(c, seeds, N))
     rerun = math.sqrt(max(c.seed / seeds + c.interaction / (seeds * N), 1e-300))
+    norm = _norm()
     z = float(norm.ppf(1 - alpha / (2 * family)))
     return float(norm.cdf((abs(effect) - z * boot) / rerun) + norm.cdf((-abs(effect) - z * boot) / rerun))
 

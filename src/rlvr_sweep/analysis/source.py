@@ -26,6 +26,7 @@ import pandas as pd
 
 from rlvr_sweep.analysis.grouping import distinguish, identity_settings, parse_where, read_config, select_runs, split_notes
 from rlvr_sweep.analysis.probes import load_probes
+from rlvr_sweep.analysis.row_names import name_rows
 from rlvr_sweep.store import RUN_KEYS, collect
 from rlvr_sweep.store.remembered import Remembered
 
@@ -81,13 +82,6 @@ def _config_fields(config: dict) -> dict:
             "task": config.get("task", "train"), "eval_name": get("eval.name", "greedy"),
             "eval_batch_size": get("eval.batch_size", None), "eval_schedule": get("eval.schedule", "fixed"),
             "model_path": get("model.path", None)}
-
-
-def _described(run: pd.Series) -> dict:
-    """What tells a run's row apart from another's: its settings and its inputs' digests (short)."""
-    inputs = {f"inputs.{c[len('inputs.'):]}": str(run[c])[:8] for c in run.index
-              if c.startswith("inputs.") and isinstance(run[c], str)}
-    return {**identity_settings(run["config"]), **inputs}
 
 
 @dataclass
@@ -213,10 +207,13 @@ class Sweep:
             several = runs["profile"].nunique() > 1
             first = runs.drop_duplicates("unit").set_index("unit")
             sizes = runs["unit"].value_counts().to_dict()
-            plain = {u: _label(r, several) for u, r in first.iterrows()}
-            labels = distinguish(plain, {u: _described(r) for u, r in first.iterrows()}, sizes)
-            notes += split_notes(labels, plain, sizes, "arm")
-            runs["label"] = runs["unit"].map(labels)
+            started = runs.groupby("unit")["finished_at"].min().to_dict()
+            labels, paper, at_preset, named = name_rows(first, sizes, started,
+                                                        lambda r, pa: _label({**r, "paper_arm": pa}, several))
+            plain = {u: _label({**r, "paper_arm": paper[u]}, several) for u, r in first.iterrows()}
+            notes += named + split_notes(labels, plain, sizes, "arm")
+            runs["label"], runs["paper_arm"] = runs["unit"].map(labels), runs["unit"].map(paper)
+            runs["at_preset"] = runs["unit"].map(at_preset).astype(bool)
             runs["unit_order"] = [_unit_order(r) for r in runs[["profile", "paper_arm", "arm", "horizon"]]
                                   .to_dict("records")]
             runs["seed_order"] = [seed_order(s) for s in runs["seed"]]
@@ -260,6 +257,11 @@ class Sweep:
 
     def label(self, unit: str) -> str:
         return self._of_unit()[unit][0]
+
+    def at_preset(self, unit: str) -> bool:
+        """Whether the row's settings are its arm's preset's (`row_names`; False where no preset is known)."""
+        runs = self.runs_of(unit)
+        return bool(len(runs) and "at_preset" in runs.columns and runs["at_preset"].iloc[0])
 
     def seeds_of(self, unit: str) -> list:
         """The unit's seeds in its runs' order (the paper's: `list(runs_of(unit)["seed"])`)."""

@@ -29,6 +29,7 @@ from pathlib import Path
 from rlvr_sweep.io import atomic_write_json
 from rlvr_sweep.store.lock import held_by, take_lock
 from rlvr_sweep.sweep.records import Problems
+from rlvr_sweep.sweep.search_noise import compared, noise_line
 
 SEARCHES = ".searches"
 RECORD_POINTER = ".search_record"  # in the sweep folder: the name of its running search's record
@@ -185,9 +186,10 @@ def counts(trials: list[dict]) -> str:
     return f"{len(trials)} trial(s), {by['ok']} done, {by['failed']} failed{unfinished}"
 
 
-def summary_lines(meta: dict, trials: list[dict]) -> list[str]:
+def summary_lines(meta: dict, trials: list[dict], root=None) -> list[str]:
     """The end-of-search summary: one line per trial (its value or why it failed, with the settings that
-    tell it apart: `differing`) and the best trial."""
+    tell it apart: `differing`), the best trial and, with the runs' `root`, whether it is within noise of the
+    others (`search_noise`)."""
     objective, direction = meta.get("objective", "?"), meta.get("direction", "maximize")
     shown = differing(meta)
     lines = [f"Search summary: {counts(trials)}; objective {objective} ({direction})"]
@@ -198,7 +200,8 @@ def summary_lines(meta: dict, trials: list[dict]) -> list[str]:
     best = best_trial(trials, direction)
     lines.append(f"best: trial {best['number']}, {objective} = {best['value']:.4f} ({shown(best)})" if best
                  else "best: none (no trial completed)")
-    return lines
+    noise = compared(Path(root), trials, best, str(objective)) if best and root is not None else None
+    return lines + ([noise_line(noise)] if noise else [])
 
 
 def swept_keys(meta: dict) -> set[str]:
@@ -227,7 +230,8 @@ def searches(root, problems) -> list[dict]:
         meta, trials, _ = read_search(folder, problems)
         direction = meta.get("direction") if meta.get("direction") in ("maximize", "minimize") else "maximize"
         best = best_trial(trials, direction)
-        found.append({"search": folder.name, "objective": str(meta.get("objective", "?")), "direction": direction,
+        noise = compared(Path(root), trials, best, str(meta.get("objective", ""))) if best else None
+        found.append({"tied": len(noise["tied"]) if noise else None,"search": folder.name, "objective": str(meta.get("objective", "?")), "direction": direction,
                       "counts": counts(trials), "trials": len(trials), "state": search_state(folder),
                       "asked": asked_of(meta), "best": differing(meta)(best) if best else None,
                       "best_value": best["value"] if best else None})
@@ -251,5 +255,7 @@ def search_lines(found: list[dict]) -> list[str]:
     for s in found:
         best = (f"best {s['objective']} = {s['best_value']:.4f} ({s['best']})" if s["best"] is not None
                 else "no trial completed")
+        if s.get("tied"):
+            best += f", within noise of {s['tied']} other trial(s)"
         lines.append(f"  {s['search']}: {s['counts']}; {s['direction']}; {best}{state_words(s)}")
     return [f"{len(found)} search{'' if len(found) == 1 else 'es'} (.searches):", *lines] if found else []

@@ -88,7 +88,23 @@ def sweep_report(root) -> tuple[list[dict], Problems]:
         info = read_json(d / RUN_JSON, problems, missing_ok=True) or {}
         rows.append({**{k: info.get(k) for k in FIELDS}, "state": "moved aside", "detail": "", "run_dir": str(d)})
     _add_squeue(rows)
-    return sorted(rows, key=_order), problems
+    return sorted(named(rows), key=_order), problems
+
+
+def named(rows: list[dict]) -> list[dict]:
+    """Each row with `row`, its arm row's name as the tables give it (`analysis.row_names`: what it changes from its
+    arm's preset), and the paper arm it keeps; a job without a folder yet is named by its launch line's overrides."""
+    from rlvr_sweep.analysis.row_names import bracket, name_folders, override_parts
+
+    folders = [r["run_dir"] for r in rows if r.get("state") != "moved aside" and r.get("run_dir")
+               and (Path(r["run_dir"]) / RUN_JSON).is_file()]
+    names = name_folders(folders)
+    for row in rows:
+        if row.get("run_dir") in names:
+            row["row"], row["paper_arm"] = names[row["run_dir"]]
+        else:
+            row["row"] = f"{row.get('arm')}{bracket(override_parts(row.get('overrides')))}"
+    return rows
 
 
 def _unmatched_jobs(rows: list[dict], jobs: list[dict]) -> list[dict]:
@@ -117,8 +133,9 @@ def _with_job(row: dict, job: dict | None) -> dict:
 
 
 def _order(row: dict) -> tuple:
-    """Profile, arm, horizon, seed (numbers as numbers, before anything else read there), then the folder."""
-    return (str(row.get("profile")), str(row.get("arm")), _sortable(row.get("horizon")), _sortable(row.get("seed")),
+    """Profile, arm, its row, horizon, seed (numbers as numbers, before anything else read there), then the folder."""
+    return (str(row.get("profile")), str(row.get("arm")), str(row.get("row")), _sortable(row.get("horizon")),
+            _sortable(row.get("seed")),
             row.get("state") == "moved aside", row["run_dir"])
 
 
@@ -181,6 +198,7 @@ def job_state(job: dict) -> dict:
     """A recorded job (`latest_jobs`) whose run folder does not exist (yet)."""
     record, where = job["record"], job["where"]
     row = {**{k: job.get(k) for k in FIELDS}, "run_dir": str(where), "sweep_record": record["path"],
+           **({"overrides": job["overrides"]} if isinstance(job.get("overrides"), list) else {}),
            **({"problems": job["problems"]} if job.get("problems") else {})}
     holder = lock_holder(where) if where.is_dir() else None
     if holder is not None:
@@ -236,7 +254,7 @@ def planned_report(jobs: list[dict]) -> tuple[list[dict], Problems]:
     for job in jobs:
         run_dir = Path(job["run_dir"])
         known = recorded.get(place(run_dir)) or recorded.get(("hash", job.get("run_hash")))
-        fields = {**{k: job.get(k) for k in FIELDS}, "run_dir": str(run_dir)}
+        fields = {**{k: job.get(k) for k in FIELDS}, "run_dir": str(run_dir), "overrides": job.get("overrides")}
         if (run_dir / RUN_JSON).is_file():  # labelled as composed: its run.json may say otherwise (named)
             row = {**_with_job(folder_state(run_dir, problems), known), **fields}
         elif known is not None:
@@ -247,7 +265,7 @@ def planned_report(jobs: list[dict]) -> tuple[list[dict], Problems]:
             row = {**fields, "state": "new", "detail": "no run folder yet"}
         rows.append(row)
     _add_squeue(rows)
-    for row in rows:
+    for row in named(rows):
         row["would"] = _would(row)
     return rows, problems
 
@@ -264,12 +282,12 @@ def _would(row: dict) -> str:
 
 
 def totals(rows: list[dict]) -> tuple[dict, dict]:
-    """Runs per state, and per arm and horizon the runs per state."""
+    """Runs per state, and per arm row (its name, `named`) and horizon the runs per state."""
     by_state: dict[str, int] = {}
     by_arm: dict[str, dict[str, int]] = {}
     for row in rows:
         by_state[row["state"]] = by_state.get(row["state"], 0) + 1
-        arm = by_arm.setdefault(f"{row.get('arm')} h{row.get('horizon')}", {})
+        arm = by_arm.setdefault(f"{row.get('row', row.get('arm'))} h{row.get('horizon')}", {})
         arm[row["state"]] = arm.get(row["state"], 0) + 1
     return by_state, by_arm
 

@@ -26,7 +26,7 @@ from rlvr_sweep.sweep.search_record import search_lines, searches
 from rlvr_sweep.sweep.status import STATES, planned_report, sweep_report, totals
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
-COLUMNS = (("arm", "arm"), ("paper_arm", "paper"), ("horizon", "horizon"), ("seed", "seed"), ("state", "state"),
+COLUMNS = (("row", "arm"), ("paper_arm", "paper"), ("horizon", "horizon"), ("seed", "seed"), ("state", "state"),
            ("detail", "detail"))
 
 

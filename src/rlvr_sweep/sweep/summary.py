@@ -46,7 +46,13 @@ def format_summary(infos: list[dict]) -> str:
     read-out caps the run actually used, in its profile's tokens (64/256 in the smoke profile). A read-out
     of a run's checkpoint shows that run's arm (with the read-out's name: `ra_flat:sampled_k3`), paper arm
     and horizon."""
-    header = (f"{'arm':<24} {'paper':<6} {'hash':<8} {'seed':>5} {'horizon':>7} {'caps':>9} {'status':<9} "
+    from rlvr_sweep.analysis.row_names import name_folders
+
+    folders = [str(i["run_dir"]) for i in infos if i.get("task", "train") == "train" and i.get("run_dir")
+               and (Path(str(i["run_dir"])) / "run.json").is_file()]
+    rows = name_folders(folders)  # each run's row: its arm and what it changes from the arm's preset
+    width = max([24, *(len(n) for n, _ in rows.values())])
+    header = (f"{'arm':<{width}} {'paper':<6} {'hash':<8} {'seed':>5} {'horizon':>7} {'caps':>9} {'status':<9} "
               f"{'benchmark':<12} {'base':>6} {'trained':>7} {'delta':>7} {'wall_s':>7}")
     lines = [header]
     for info in infos:
@@ -58,11 +64,13 @@ def format_summary(infos: list[dict]) -> str:
         of = info.get("readout_of") or {}  # a read-out of a run's checkpoint: that run's arm and horizon
         arm = f"{of['arm']}:{info.get('eval_name', 'eval')}" if of.get("arm") else info.get("arm", "?")
         paper, horizon = (of.get("paper_arm"), of.get("horizon")) if of else (info.get("paper_arm"), info.get("horizon", "?"))
+        if not of and str(info.get("run_dir")) in rows:
+            arm, paper = rows[str(info["run_dir"])]
         for name in names:
             base, trained = acc.get("base", {}).get(name), after.get(name)
             delta = trained - base if base is not None and trained is not None else None
             lines.append(
-                f"{arm:<24} {paper or '-':<6} {info.get('run_hash', '-'):<8} "
+                f"{arm:<{width}} {paper or '-':<6} {info.get('run_hash', '-'):<8} "
                 f"{info.get('seed', '?'):>5} {horizon:>7} {caps:>9} {status:<9} {name:<12} "
                 f"{_pct(base):>6} {_pct(trained):>7} {_pct(delta, signed=True):>7} "
                 f"{info.get('wall_seconds', float('nan')):>7.1f}")
@@ -207,7 +215,7 @@ def _end_search(folder: Path, sweep_dir: Path) -> None:
     infos = sweep_infos(sweep_dir, jobs={t["number"] for t in trials})
     if infos:
         print("\nSweep summary (greedy accuracy, %):\n" + format_summary(infos), flush=True)
-    for line in [*summary_lines(meta, trials), *problems.lines]:
+    for line in [*summary_lines(meta, trials, folder.parent.parent), *problems.lines]:
         print(line, flush=True)
     best = best_trial(trials, meta.get("direction", "maximize"))
     atomic_write_json(folder / "summary.json", {

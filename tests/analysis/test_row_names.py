@@ -1,0 +1,86 @@
+"""Row names (`analysis.row_names`): each arm row named by what it changes from its arm's preset, the paper number
+kept only where its options are the arm's, shared changes said once, alike rows told apart by input version."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from rlvr_sweep.analysis.row_names import (
+    departures, input_versions, keeps_paper_number, name_rows, override_parts, preset_settings, shown,
+)
+
+
+@pytest.fixture(scope="module")
+def ra_flat():
+    preset = preset_settings("ra_flat", "smoke", 512)
+    assert preset is not None
+    return preset
+
+
+def test_the_preset_is_the_arms_own_composition(ra_flat):
+    assert ra_flat["optimizer_step.name"] == "zero_grad" and ra_flat["reward.name"] == "gated"
+    assert ra_flat["train.loss_recipe"] == "scale_then_sum" and ra_flat["profile.name"] == "smoke"
+    assert "paper_arms.512" not in ra_flat and "seed" not in ra_flat  # bookkeeping and the seed tell no row apart
+    assert preset_settings("no_such_arm", "smoke", 512) is None
+    assert preset_settings("ra_flat", "no_such_profile", 512) is None
+
+
+def test_departures_count_only_what_the_run_set_otherwise(ra_flat):
+    config = {**ra_flat, "train.lr": 3.8079471765888886e-05, "seed": 7, "paper_arms.512": "4"}
+    assert departures(config, ra_flat) == {"train.lr": 3.8079471765888886e-05}
+    older = {k: v for k, v in ra_flat.items() if not k.startswith("objective.")}  # made before `objective` existed
+    assert departures(older, ra_flat) == {}
+    assert departures({**ra_flat, "train.steps": float(ra_flat["train.steps"])}, ra_flat) == {}  # 100 == 100.0
+
+
+@pytest.mark.parametrize("departed, kept", [
+    ({}, True),
+    ({"train.lr": 1e-5}, True),  # a setting every arm shares: still the arm, at another learning rate
+    ({"eval.limit": 50, "train.steps": 16}, True),
+    ({"reward.name": "len_penalty", "plugins": ["/x"]}, False),  # another option
+    ({"estimator.eps": 0.1}, False),  # an option's own setting
+    ({"train.loss_recipe": "sum_then_scale"}, False),  # a setting ra_flat's arm file sets
+])
+def test_the_paper_number_stays_only_with_the_arms_options(departed, kept):
+    assert keeps_paper_number("ra_flat", departed) is kept
+
+
+def test_departures_are_shown_as_typed():
+    assert shown({"reward.name": "len_penalty", "reward.gate_chars": None, "plugins": ["/tmp/x"],
+                  "train.lr": 3.8079471765888886e-05}) == ["reward=len_penalty", "train.lr=3.81e-05"]
+    assert shown({"eval.benchmarks": ["math500"], "eval.limit": 5}) == ["eval.benchmarks=[math500]", "eval.limit=5"]
+
+
+def test_input_versions_number_the_differing_input_by_first_run():
+    inputs = {"a": {"model": "m1", "plugin p.rewards": "r1"}, "b": {"model": "m1", "plugin p.rewards": "r2"},
+              "c": {"model": "m1", "plugin p.rewards": "r1"}}
+    got = input_versions(["a", "b", "c"], inputs, {"a": 30.0, "b": 10.0, "c": 20.0})
+    assert got == {"a": ["plugin p.rewards v2"], "b": ["plugin p.rewards v1"], "c": ["plugin p.rewards v2"]}
+
+
+def test_launch_line_overrides_name_a_job_not_started():
+    line = ["+arm=ra_flat", "profile=smoke", "seed=7", "horizon=512", "train.lr=3.8079471765888886e-05",
+            "train.steps=16", "reward=len_penalty", "hydra.sweep.dir=/x"]
+    assert override_parts(line) == ["train.lr=3.81e-05", "train.steps=16", "reward=len_penalty"]
+    assert override_parts(None) == []
+
+
+def test_name_rows_on_rows_made_by_hand(ra_flat):
+    configs = {"preset": dict(ra_flat), "lr": {**ra_flat, "train.lr": 2e-5},
+               "reward": {**ra_flat, "reward.name": "len_penalty", "plugins": ["/p"]}}
+    first = pd.DataFrame({"arm": ["ra_flat"] * 3, "profile": ["smoke"] * 3, "horizon": [512] * 3,
+                          "paper_arm": ["4"] * 3, "config": list(configs.values()), "run_dir": ["", "", ""]},
+                         index=list(configs))
+    names, paper, at_preset, notes = name_rows(first, {"preset": 3, "lr": 1, "reward": 2}, {},
+                                               lambda run, pa: f"{pa}. {run['arm']}" if pa else run["arm"])
+    assert names == {"preset": "4. ra_flat", "lr": "4. ra_flat [train.lr=2e-05]", "reward": "ra_flat [reward=len_penalty]"}
+    assert paper == {"preset": "4", "lr": "4", "reward": ""} and at_preset == {"preset": True, "lr": False,
+                                                                                "reward": False}
+    assert notes == []
+    # a change all of them share is said once, and the rows that made it are at their preset otherwise
+    first["config"] = [{**c, "train.steps": 16} for c in configs.values()]
+    names, _, at_preset, notes = name_rows(first, {"preset": 3, "lr": 1, "reward": 2}, {},
+                                           lambda run, pa: f"{pa}. {run['arm']}" if pa else run["arm"])
+    assert names["preset"] == "4. ra_flat" and at_preset["preset"] and names["lr"] == "4. ra_flat [train.lr=2e-05]"
+    assert notes == ["every arm row departs from its arm's preset in train.steps=16: said here, not in each row's name"]
