@@ -35,6 +35,8 @@ COMMON = ["horizon=1024", "profile=smoke", "train.steps=4", "eval.limit=16"]
 SWEEPS = [["+arm=baseline", *COMMON],
           ["+arm=stopped_tree", *COMMON, "sampler.bifurcate_after_active=1"]]  # one flat warmup step, then trees
 SEEDS = "seed=42,101"
+# the tree row's name: what it changes from Arm 12's preset beyond what both rows change (docs/analysis.md)
+TREE = "12. stopped_tree h1024 [sampler.bifurcate_after_active=1]"
 RUNS = 4
 SWEEP_FIXTURES = ("smoke_sweep", "testtime_sweep")  # the slow tier's shared sweeps
 TINY = "pkg:rlvr_sweep.policy/assets/tiny_qwen3"
@@ -45,6 +47,15 @@ def cli(module: str, *args: str, cwd=None) -> subprocess.CompletedProcess:
            "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, env=env,
                           timeout=600, cwd=cwd)
+
+
+def row_name(root: Path, arm: str) -> str:
+    """The name the tables give the one arm row of `arm` under `root`."""
+    from rlvr_sweep.analysis import load_sweep
+
+    sweep = load_sweep(root)
+    (unit,) = [u for u in sweep.units() if sweep.names_of(u)[2] == arm]
+    return sweep.label(unit)
 
 
 def run_of(root: Path, arm: str, seed: int) -> Path:

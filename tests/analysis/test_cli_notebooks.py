@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import REPO
+from tests.sweeps import TREE
 
 pytestmark = pytest.mark.slow  # real sweeps and the command line in subprocesses
 
@@ -31,15 +32,15 @@ def test_tables_command(smoke_sweep, tmp_path):
     text = proc.stdout
     for title in ("## Table 1", "## Table 2A", "## Table 2B", "## Table 3", "## Table 4", "## Token-512 prefix audit"):
         assert title in text
-    assert "| 12. stopped_tree h1024 |" in text and "| baseline h1024 |" in text
+    assert f"| {TREE} |" in text and "| baseline h1024 |" in text
     assert "absent: row 2" in text and "Not built: no ablation runs" in text
     t1 = pd.read_parquet(out / "table1.parquet")
-    assert list(t1["label"]) == ["base model (0 updates)", "12. stopped_tree h1024", "baseline h1024"]
+    assert list(t1["label"]) == ["base model (0 updates)", TREE, "baseline h1024"]
     assert all(len(v) == 2 for v in t1["toy_heldout.per_seed"].iloc[1:])
     t2b = pd.read_parquet(out / "table2b.parquet")
     assert list(t2b["row"]) == [1] and list(t2b["seeds"].iloc[0]) == [42, 101] and t2b["n_items"].iloc[0] == 16
     census = pd.read_parquet(out / "table2a.parquet").set_index("label")
-    assert census.loc["12. stopped_tree h1024", "cap"] == 128 and pd.notna(census.loc["12. stopped_tree h1024", "divergent"])
+    assert census.loc[TREE, "cap"] == 128 and pd.notna(census.loc[TREE, "divergent"])
     assert {p.name for p in out.iterdir()} >= {"table1.parquet", "table2a.parquet", "table4.parquet", "audit.parquet",
                                               "tables.md"}
     assert not (out / "table3.parquet").exists()
@@ -67,7 +68,7 @@ def test_union_command_on_the_smoke_sweep(smoke_sweep, tmp_path):
     union = len(solved[0] | solved[1])
     assert f"oracle union of 2 checkpoints on toy_heldout: {union}/16" in proc.stdout
     saved = pd.read_parquet(out)
-    assert list(saved.columns) == ["item_id", "baseline h1024 seed 42", "12. stopped_tree h1024 seed 101", "union"]
+    assert list(saved.columns) == ["item_id", "baseline h1024 seed 42", f"{TREE} seed 101", "union"]
     assert int(saved["union"].sum()) == union and set(saved.loc[saved.iloc[:, 1] == 1, "item_id"]) == solved[0]
     bad = analysis("union", str(smoke_sweep), "--checkpoints", "baseline:9", "--benchmark", "toy_heldout")
     assert bad.returncode == 2 and "seed 9 has no toy_heldout read-out" in bad.stderr

@@ -24,6 +24,7 @@ from rlvr_sweep.analysis.palette import MARKER_OF, PALETTE, arm_styles, grey
 from rlvr_sweep.analysis.stats import bootstrap_ci
 from rlvr_sweep.analysis.table1 import run_proxies
 from tests.analysis import handmade
+from tests.sweeps import TREE
 
 COPIES = 10
 ARMS = ("baseline", "stopped_tree", "ablate_skip")
@@ -383,7 +384,7 @@ def test_figures_of_the_smoke_sweep(smoke_sweep):
     fig, why = draw_figure1(s)
     assert why is None
     assert [t.get_text().replace("\n", " ") for t in fig.axes[1].get_xticklabels()] == \
-        ["12. stopped_tree h1024", "baseline h1024"]
+        [TREE, "baseline h1024"]
     base = s.grades[(s.grades["phase"] == "base") & (s.grades["benchmark"] == "toy_heldout")]
     expected = base.groupby("run_hash")["correct"].mean().mean() * 100
     assert by_gid(fig, f"accuracy:base:{s.base_labels[s.runs['base_hash'].iloc[0]]}").get_ydata()[0] == \

@@ -16,7 +16,7 @@ import pytest
 from rlvr_sweep.analysis.report import build_tables
 from rlvr_sweep.analysis.source import load_sweep
 from tests.conftest import unavailable
-from tests.sweeps import cli
+from tests.sweeps import TREE, cli
 
 pytestmark = pytest.mark.slow  # the shared smoke sweep
 
@@ -129,7 +129,7 @@ def test_table2b_contrasts_the_arms_run_and_folds_what_it_cannot_build(report, s
     assert folded.startswith(f"<details><summary>{summary}</summary><ul><li>row 1 (6 - 5, toy_heldout): arm 6, 5 not "
                              "in the sweep</li>")
     assert folded.count("<li>") == 15
-    assert "12. stopped_tree h1024" in html[html.index("<h2 id='configs'>"):] and \
+    assert escape(TREE) in html[html.index("<h2 id='configs'>"):] and \
         "differ from the baseline arm's, <b>baseline h1024</b>" in html
 
 
@@ -145,7 +145,7 @@ def test_report_takes_contrasts_and_baseline_and_refuses_an_unknown_arm(smoke_sw
     assert "<td>1</td><td>cap hits: 12 - baseline@h1024 (AllCap)</td>" in html
     assert "<td>101</td><td>vs baseline: baseline - 12 (acc)</td>" in html
     assert f"<details><summary>{escape('1 of the listed contrasts cannot be built on this sweep')}</summary>" in html
-    assert "differ from the baseline arm's, <b>12. stopped_tree h1024</b>" in html
+    assert f"differ from the baseline arm's, <b>{escape(TREE)}</b>" in html
     bad = cli("rlvr_sweep.analysis", "report", str(smoke_sweep), "--out", str(tmp_path / "x.html"), "--no-verify",
               "--baseline", "stoped_tree")
     assert bad.returncode == 2 and not (tmp_path / "x.html").exists()

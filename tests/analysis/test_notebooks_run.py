@@ -16,7 +16,7 @@ from bs4 import BeautifulSoup
 
 from rlvr_sweep.analysis.notebooks import main
 from tests.conftest import REPO
-from tests.sweeps import run_of
+from tests.sweeps import TREE, run_of
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 STDERR_OUTPUT = {"data-mime-type": "application/vnd.jupyter.stderr"}  # a cell's stderr (a warning) in the page
@@ -100,8 +100,8 @@ def test_the_documented_command_writes_each_notebook_as_a_page(smoke_sweep, tmp_
 
     soup = page(pages / "analysis.html")
     text = soup.get_text(" ")
-    assert "Table 1" in text and "baseline h1024 vs 12. stopped_tree h1024" in text  # the notebook's own contrast
-    assert "12. stopped_tree h1024" in [td.get_text(strip=True) for td in soup.find_all("td")]
+    assert "Table 1" in text and f"baseline h1024 vs {TREE}" in text  # the notebook's own contrast
+    assert TREE in [td.get_text(strip=True) for td in soup.find_all("td")]
     figures = [img for img in soup.find_all("img") if img["src"].startswith("data:image/png;base64,")]
     assert len(figures) == 3 and all(len(img["src"]) > 10_000 for img in figures)  # embedded: the page stands alone
 

@@ -38,18 +38,22 @@ def test_departures_count_only_what_the_run_set_otherwise(ra_flat):
     ({}, True),
     ({"train.lr": 1e-5}, True),  # a setting every arm shares: still the arm, at another learning rate
     ({"eval.limit": 50, "train.steps": 16}, True),
-    ({"reward.name": "len_penalty", "plugins": ["/x"]}, False),  # another option
-    ({"estimator.eps": 0.1}, False),  # an option's own setting
-    ({"train.loss_recipe": "sum_then_scale"}, False),  # a setting ra_flat's arm file sets
+    ({"sampler.bifurcate_after_active": 1}, True),  # a setting of one of its options: shown in the name
+    ({"reward.name": "len_penalty", "plugins": ["/x"]}, False),  # another option, from a plugin
+    ({"estimator.name": "tree_mean"}, False),  # another of the package's options
+    ({"plugins": ["/x"]}, False),
 ])
 def test_the_paper_number_stays_only_with_the_arms_options(departed, kept):
-    assert keeps_paper_number("ra_flat", departed) is kept
+    assert keeps_paper_number(departed) is kept
 
 
 def test_departures_are_shown_as_typed():
     assert shown({"reward.name": "len_penalty", "reward.gate_chars": None, "plugins": ["/tmp/x"],
                   "train.lr": 3.8079471765888886e-05}) == ["reward=len_penalty", "train.lr=3.81e-05"]
     assert shown({"eval.benchmarks": ["math500"], "eval.limit": 5}) == ["eval.benchmarks=[math500]", "eval.limit=5"]
+    # a folder of this machine by its name; a hub id as it is
+    assert shown({"model.path": "/scratch/me/models/Qwen3-0.6B-Base/"}) == ["model.path=…/Qwen3-0.6B-Base"]
+    assert shown({"model.hub_id": "Qwen/Qwen3-0.6B-Base"}) == ["model.hub_id=Qwen/Qwen3-0.6B-Base"]
 
 
 def test_input_versions_number_the_differing_input_by_first_run():
@@ -61,8 +65,8 @@ def test_input_versions_number_the_differing_input_by_first_run():
 
 def test_launch_line_overrides_name_a_job_not_started():
     line = ["+arm=ra_flat", "profile=smoke", "seed=7", "horizon=512", "train.lr=3.8079471765888886e-05",
-            "train.steps=16", "reward=len_penalty", "hydra.sweep.dir=/x"]
-    assert override_parts(line) == ["train.lr=3.81e-05", "train.steps=16", "reward=len_penalty"]
+            "train.steps=16", "reward=len_penalty", "hydra.sweep.dir=/x", "run.out_root=/x/runs", "data.root=/d"]
+    assert override_parts(line) == ["reward=len_penalty", "train.lr=3.81e-05", "train.steps=16"]  # as `shown` orders
     assert override_parts(None) == []
 
 
@@ -72,15 +76,25 @@ def test_name_rows_on_rows_made_by_hand(ra_flat):
     first = pd.DataFrame({"arm": ["ra_flat"] * 3, "profile": ["smoke"] * 3, "horizon": [512] * 3,
                           "paper_arm": ["4"] * 3, "config": list(configs.values()), "run_dir": ["", "", ""]},
                          index=list(configs))
-    names, paper, at_preset, notes = name_rows(first, {"preset": 3, "lr": 1, "reward": 2}, {},
+    names, paper, at_preset, notes, said = name_rows(first, {"preset": 3, "lr": 1, "reward": 2}, {},
                                                lambda run, pa: f"{pa}. {run['arm']}" if pa else run["arm"])
     assert names == {"preset": "4. ra_flat", "lr": "4. ra_flat [train.lr=2e-05]", "reward": "ra_flat [reward=len_penalty]"}
     assert paper == {"preset": "4", "lr": "4", "reward": ""} and at_preset == {"preset": True, "lr": False,
                                                                                 "reward": False}
-    assert notes == []
+    assert notes == [] and said == {"smoke": []}
     # a change all of them share is said once, and the rows that made it are at their preset otherwise
     first["config"] = [{**c, "train.steps": 16} for c in configs.values()]
-    names, _, at_preset, notes = name_rows(first, {"preset": 3, "lr": 1, "reward": 2}, {},
+    names, _, at_preset, notes, said = name_rows(first, {"preset": 3, "lr": 1, "reward": 2}, {},
                                            lambda run, pa: f"{pa}. {run['arm']}" if pa else run["arm"])
     assert names["preset"] == "4. ra_flat" and at_preset["preset"] and names["lr"] == "4. ra_flat [train.lr=2e-05]"
     assert notes == ["every arm row departs from its arm's preset in train.steps=16: said here, not in each row's name"]
+    assert said == {"smoke": ["train.steps=16"]}
+
+
+def test_status_names_a_job_without_a_folder_by_its_launch_line(tmp_path):
+    from rlvr_sweep.sweep.status import named
+
+    rows = [{"arm": "ra_flat", "profile": "smoke", "run_dir": str(tmp_path / "none"), "state": "queued",
+             "overrides": ["+arm=ra_flat", "profile=smoke", "train.lr=2e-05", "seed=1"]},
+            {"arm": "baseline", "profile": "smoke", "run_dir": str(tmp_path / "none2"), "state": "queued"}]
+    assert [r["row"] for r in named(rows)] == ["ra_flat [train.lr=2e-05]", "baseline"]

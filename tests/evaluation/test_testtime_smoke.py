@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from tests.sweeps import cli
+from tests.sweeps import cli, row_name
 
 
 def grades_of(root, pattern: str) -> pd.DataFrame:
@@ -42,16 +42,21 @@ def test_analysis_prints_the_test_time_tables(testtime_sweep, tmp_path):
     proc = cli("rlvr_sweep.analysis", "tables", str(testtime_sweep), "--out", str(out), "--resamples", "200")
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = proc.stdout
-    assert "Single-seed 12. stopped_tree h1024 seed 42 (T=0.6, 3 draws, seed 1042" in text  # Arm 12: h1024
-    assert "Single-seed 4. ra_flat seed 42 (base) (T=0.6" in text  # a training run's base read-out
-    assert "Cross-seed 12. stopped_tree h1024 (42/101; T=0" in text
+    tree, flat = row_name(testtime_sweep, "stopped_tree"), row_name(testtime_sweep, "ra_flat")
+    # each row named by what it changes from its arm's preset (Arm 12: h1024, the fixture's short training)
+    assert tree.startswith("12. stopped_tree h1024 [") and "sampler.bifurcate_after_active=1" in tree
+    assert flat.startswith("4. ra_flat [") and "eval=sampled_k3" in flat  # another read-out: an option chosen
+    assert f"Single-seed {tree} seed 42 (T=0.6, 3 draws, seed 1042" in text
+    assert f"Single-seed {flat} seed 42 (base) (T=0.6" in text  # a training run's base read-out
+    assert f"Cross-seed {tree} (42/101; T=0" in text
     assert "## Table 5A: donor-prefix splicing" in text and "MismatchPrefix_1_donor" in text
     assert "## Table 5A (teacher forcing)" in text
     assert "## Table 5B" in text and "batch 32 vs 64" in text
     t5b = pd.read_parquet(out / "table5b.parquet")
-    labels = {"12. stopped_tree h1024 seed 101", "3. gate_flat seed 42", "3. gate_flat seed 42 (base)"}
+    gate = row_name(testtime_sweep, "gate_flat")
+    labels = {f"{tree} seed 101", f"{gate} seed 42", f"{gate} seed 42 (base)"}
     assert labels <= set(t5b["label"])
-    audit = t5b[t5b["label"] == "12. stopped_tree h1024 seed 101"].iloc[0]
+    audit = t5b[t5b["label"] == f"{tree} seed 101"].iloc[0]
     assert audit["audit.n"] == 16 and audit["n_items"] == 16
     bad = cli("rlvr_sweep.analysis", "tables", str(testtime_sweep), "--out", str(out), "--only", "table9")
     assert bad.returncode == 2 and "table5b" in bad.stderr

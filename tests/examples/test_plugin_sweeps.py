@@ -110,7 +110,7 @@ def test_an_edited_plugin_is_a_new_run_never_a_skip(tmp_path):
     codes = {i["inputs"]["plugins"]["files"]["lenpen.rewards"] for i in infos}
     assert len(codes) == 2 and len({(i["seed"], i["settings_hash"]) for i in infos}) == 3  # per seed: same settings
     tables = command("rlvr_sweep.analysis", "tables", str(tmp_path / "runs"), "--out", str(tmp_path / "t"), cwd=tmp_path)
-    assert "arm 'clip_lenpen' is 2 rows" in tables.stdout and "[inputs.plugins=" in tables.stdout
+    assert "arm 'clip_lenpen' is 2 rows" in tables.stdout and "clip_lenpen [plugin lenpen.rewards v2]" in tables.stdout
     run_dirs = sorted(p.parent for p in (tmp_path / "runs").glob("smoke/clip_lenpen/*_s42_*/run.json"))
     diff = command("rlvr_sweep.analysis", "diff", str(run_dirs[0]), str(run_dirs[1]), cwd=tmp_path)
     assert "plugins module lenpen.rewards" in diff.stdout and "settings that differ: none" in diff.stdout

@@ -101,3 +101,50 @@ def test_a_paper_run_on_another_model_is_refused_before_anything_is_written(tmp_
     with pytest.raises(ModelLoadError, match=r"does not hold Qwen/Qwen3-0.6B-Base: config.json vocab_size is 400"):
         plan(cfg)
     assert not (tmp_path / "runs").exists()
+
+
+# The Qwen3 Base family's published config.json numbers (Qwen/Qwen3-{1.7B,4B,8B}-Base), written out here so that
+# a slip in `architecture.py` is caught: (hidden, intermediate, layers, heads, tied) and the published counts.
+FAMILY = {
+    "qwen3_1_7b_base": ((2048, 6144, 28, 16, True), 1_720_574_976, "Qwen/Qwen3-1.7B-Base"),
+    "qwen3_4b_base": ((2560, 9728, 36, 32, True), 4_022_468_096, "Qwen/Qwen3-4B-Base"),
+    "qwen3_8b_base": ((4096, 12288, 36, 32, False), 8_190_735_360, "Qwen/Qwen3-8B-Base"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAMILY))
+def test_the_family_presets_hold_the_published_shapes(name, tmp_path, qwen3_tokenizer):
+    from rlvr_sweep.policy.architecture import CONFIGS, EXPECTED
+
+    (hidden, intermediate, layers, heads, tied), published, hub_id = FAMILY[name]
+    config = CONFIGS[name]
+    assert (config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"],
+            config["num_attention_heads"], config["tie_word_embeddings"]) == (hidden, intermediate, layers, heads, tied)
+    assert (config["num_key_value_heads"], config["head_dim"], config["vocab_size"]) == (8, 128, 151_936)
+    expected = EXPECTED[name]
+    assert expected.hub_id == hub_id and (expected.params_tied if tied else expected.params_untied) == published
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    for file in ("vocab.json", "merges.txt", "tokenizer_config.json"):
+        shutil.copy(QWEN3_TOKENIZER / file, folder / file)
+    tensors = shapes(config, tied=tied)  # transformers' own Qwen3 on the meta device: the real tensor shapes
+    names = list(tensors)
+    half = len(names) // 2  # the hub splits the weights over several files: the check reads them all
+    write_header_only(folder / "model-00001-of-00002.safetensors", {k: tensors[k] for k in names[:half]})
+    write_header_only(folder / "model-00002-of-00002.safetensors", {k: tensors[k] for k in names[half:]})
+    assert check_architecture(folder, expected) == []
+    assert check_architecture(folder, QWEN3_0_6B_BASE)[0] == f"config.json hidden_size is {hidden}, expected 1,024"
+    assert main(["check-model", str(folder), "--model", name]) == 0
+
+
+def test_a_family_preset_composes_and_names_its_hub_id():
+    for name, (_, _, hub_id) in FAMILY.items():
+        cfg = compose_cfg(["+arm=baseline", f"model={name}"])
+        assert (cfg.model.name, cfg.model.hub_id, cfg.model.path, cfg.model.dtype) == (name, hub_id, None, "bfloat16")
+
+
+def test_fetch_model_downloads_the_named_models_hub_id(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no network here: the line names what it tried
+    assert main(["fetch-model", "--out", str(tmp_path / "m"), "--model", "qwen3_4b_base"]) == 2
+    assert "fetch-model: error: cannot download Qwen/Qwen3-4B-Base into" in capsys.readouterr().err

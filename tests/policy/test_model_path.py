@@ -11,6 +11,7 @@ import pytest
 
 from rlvr_sweep.config import ModelConfig
 from rlvr_sweep.policy import ModelLoadError, resolve_model_folder, resolve_model_source
+from rlvr_sweep.policy.architecture import EXPECTED
 from rlvr_sweep.policy.cli import _parser
 from tests.conftest import need_data
 from tests.helpers import run_cli
@@ -34,7 +35,8 @@ def test_a_missing_folder_names_fetch_model_for_that_path(tmp_path, resolve):
                               "network; then copy the folder here), or point model.path at a folder saved with "
                               "save_pretrained")
     args = _parser().parse_args(named_command(message)[3:])  # the command as named parses, and fetches there
-    assert (args.command, args.out, args.hub_id) == ("fetch-model", str(folder), PAPER.hub_id)
+    assert (args.command, args.out, args.hub_id, args.model) == ("fetch-model", str(folder), None, "qwen3_0_6b_base")
+    assert EXPECTED[args.model].hub_id == PAPER.hub_id  # the model it downloads by default
     assert not folder.parent.exists()
 
 

@@ -69,4 +69,5 @@ def test_status_follows_a_basic_launcher_sweep_from_its_preflight(tmp_path):
     moved = tmp_path / "moved"
     shutil.move(root, moved)  # a results folder received from elsewhere
     rows = sweep_states(moved)
-    assert [(r["seed"], r["state"]) for r in rows] == [(1, "finished"), (2, "dead"), (3, "not started")], rows
+    assert [(r["seed"], r["state"]) for r in rows] == [(1, "finished"), (2, "dead"), (3, "not started")], \
+        [(r["seed"], r["state"], r.get("row")) for r in rows]

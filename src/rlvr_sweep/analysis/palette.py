@@ -15,6 +15,7 @@ arm row of a sweep keeps one colour, one marker and one short tag in all of them
 from __future__ import annotations
 
 import string
+import textwrap
 from dataclasses import dataclass
 
 from matplotlib.colors import to_rgb
@@ -71,10 +72,15 @@ def arm_styles(sweep: Sweep) -> dict[str, ArmStyle]:
     return out
 
 
+LEGEND_WIDTH = 34  # characters of a legend entry's line: a row named by many changes wraps, never widens the legend
+
+
 def handle(style: ArmStyle, line: bool = False) -> Line2D:
-    """The arm's legend entry: its marker in its colour (on a line of it, `line=True`), black-edged."""
+    """The arm's legend entry: its marker in its colour (on a line of it, `line=True`), black-edged; a long label
+    wrapped at spaces."""
+    label = textwrap.fill(style.legend, LEGEND_WIDTH, break_long_words=False, subsequent_indent="  ")
     return Line2D([], [], color=style.colour, marker=style.marker, mec="black", mew=0.5, ms=6,
-                  lw=1.4 if line else 0, label=style.legend)
+                  lw=1.4 if line else 0, label=label)
 
 
 # where a tag may sit, in points from its point: right above, right below, left above, left below

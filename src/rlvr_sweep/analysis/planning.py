@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlvr_sweep.analysis.contrasts import _profile_of, _rows, contrast_grid
+from rlvr_sweep.analysis.contrasts import _profile_of, _rows, _shown_name, contrast_grid
 from rlvr_sweep.analysis.power import (
     MAX_SEEDS, components, floor, half_width, power, seeds_for_effect, seeds_for_halfwidth,
 )
@@ -42,7 +42,7 @@ def plan(sweep: Sweep, root, halfwidth: float = 1.0, effect: float = 3.0, target
                 why = got if isinstance(got, str) else "one seed: no two-level interval to plan" if len(got[0]) < 2 \
                     else ("the arms' outcomes are the same on every item and seed: no variance to plan from (train "
                           "longer, or read out more items)")
-                left_out.append(f"row {c.row} ({c.name}, {c.benchmark}): {why}")
+                left_out.append(f"row {c.row} ({_shown_name(sweep, c)}, {c.benchmark}): {why}")
                 continue
             units = [_rows(sweep, ref, c.benchmark, profile)[0] for ref in c.arms]
             found.append((c, profile, got[1], units))
@@ -56,7 +56,8 @@ def plan(sweep: Sweep, root, halfwidth: float = 1.0, effect: float = 3.0, target
         m = family[(profile, c.benchmark)]
         need_hw = seeds_for_halfwidth(comp, halfwidth / 100, n)
         need_eff = seeds_for_effect(comp, effect / 100, target_power, n, family=m)
-        rows.append({"row": c.row, "title": c.title, "contrast": c.name, "profile": profile, "benchmark": c.benchmark,
+        rows.append({"row": c.row, "title": c.title, "contrast": _shown_name(sweep, c), "profile": profile,
+                     "benchmark": c.benchmark,
                      "metric": c.metric, "items": n, "seeds": comp.seeds, "mean_pp": 100 * comp.mean,
                      "components": comp.as_dict(), "halfwidth_now_pp": 100 * half_width(comp, comp.seeds, n),
                      "floor_pp": 100 * floor(comp, n), "family": m, "seeds_for_halfwidth": need_hw,

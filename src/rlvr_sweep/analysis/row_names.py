@@ -8,10 +8,11 @@ after the run was made, absent from its config, is not one). Shown as typed on t
 chosen otherwise as `reward=len_penalty` (the settings that come with that option are not repeated, nor the
 `plugins` list that names where it lives), a number to 3 significant digits.
 
-A row keeps its paper arm number only when it departs from no option of its arm (the groups that tell the
-paper's arms apart, `ARM_GROUPS`) and from no setting its arm file sets: `+arm=ra_flat train.lr=3e-5` is still
-Arm 4 at another learning rate (`4. ra_flat [train.lr=3e-05]`), `+arm=ra_flat estimator=tree_mean` is not
-(`ra_flat [estimator=tree_mean]`). Departures every row of a profile shares (a pilot's `train.steps=16`) are
+A row keeps its paper arm number only when it chooses every option of its arm (of the groups that tell the
+paper's arms apart, `ARM_GROUPS`) as the arm does and loads no plugin: `+arm=ra_flat train.lr=3e-5` is still Arm 4
+at another learning rate (`4. ra_flat [train.lr=3e-05]`), and a setting of one of its options changed shows the
+same way (`12. stopped_tree h1024 [sampler.bifurcate_after_active=1]`); `+arm=ra_flat estimator=tree_mean` is
+not Arm 4 (`ra_flat [estimator=tree_mean]`). Departures every row of a profile shares (a pilot's `train.steps=16`) are
 said once, in a note, not in each name. Rows left alike after that (the same settings, other inputs: two
 versions of one plugin's code, another model) are told apart by the input that differs, numbered in the order
 their first runs were made (`clip_lenpen [plugin lenpen.rewards v2]`); `analysis diff` gives the whole
@@ -24,8 +25,6 @@ import functools
 import json
 import math
 from pathlib import Path
-
-import yaml
 
 from rlvr_sweep.analysis.grouping import MAX_SHOWN, flatten, identity_settings
 
@@ -62,17 +61,6 @@ def preset_settings(arm: str, profile: str, horizon: int) -> dict | None:
     return _settings(flatten(json.loads(json.dumps(dataclasses.asdict(cfg), default=str))))
 
 
-@functools.lru_cache(maxsize=None)
-def arm_file_keys(arm: str) -> frozenset:
-    """The settings the package's arm file sets itself (besides its name, paper numbers and defaults list)."""
-    try:
-        tree = yaml.safe_load((CONF_DIR / "arm" / f"{arm}.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return frozenset()
-    tree = {k: v for k, v in tree.items() if k not in ("defaults", "arm", "paper_arms")} if isinstance(tree, dict) else {}
-    return frozenset(flatten(tree))
-
-
 def _settings(config: dict) -> dict:
     return {k: v for k, v in identity_settings(config).items() if v != {}}
 
@@ -90,10 +78,10 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def keeps_paper_number(arm: str, departed: dict) -> bool:
-    """Whether a row departing from its preset in `departed` is still its paper arm (module docstring)."""
-    own = arm_file_keys(arm)
-    return not any(k.split(".")[0] in ARM_GROUPS or k in HIDDEN or k in own for k in departed)
+def keeps_paper_number(departed: dict) -> bool:
+    """Whether a row departing from its preset in `departed` is still its paper arm: no option of the groups that
+    tell the paper's arms apart is chosen otherwise, and no plugin joined (module docstring)."""
+    return not any(k in HIDDEN or (k.endswith(".name") and k.split(".")[0] in ARM_GROUPS) for k in departed)
 
 
 def shown(departed: dict) -> list[str]:
@@ -116,6 +104,8 @@ def _value(value) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_value(v) for v in value) + "]"
     text = str(value)
+    if text.startswith(("/", "~", "./", "../")) and "/" in text.rstrip("/"):  # a folder of this machine: its name
+        text = "…/" + text.rstrip("/").rsplit("/", 1)[1]
     return repr(text) if not text or any(c in text for c in " ,=[]") else text
 
 
@@ -167,10 +157,11 @@ def plugin_modules(run_dirs: list[str]) -> dict[str, dict]:
     return out
 
 
-def name_rows(first, sizes: dict, started: dict, label_of) -> tuple[dict, dict, dict, list[str]]:
-    """({unit: name}, {unit: paper arm kept or ""}, {unit: at its preset}, notes) for the arm rows `first` (one run
-    of each unit, indexed by unit, with `arm`, `profile`, `horizon`, `paper_arm`, `config`, `run_dir` and its
-    `inputs.*` digests); `label_of(run, paper_arm)` is a row's plain name (arm, paper number, horizon)."""
+def name_rows(first, sizes: dict, started: dict, label_of) -> tuple[dict, dict, dict, list[str], dict]:
+    """({unit: name}, {unit: paper arm kept or ""}, {unit: at its preset}, notes, {profile: the shared departures as
+    shown}) for the arm rows `first` (one run of each unit, indexed by unit, with `arm`, `profile`, `horizon`,
+    `paper_arm`, `config`, `run_dir` and its `inputs.*` digests); `label_of(run, paper_arm)` is a row's plain name
+    (arm, paper number, horizon)."""
     from rlvr_sweep.analysis.grouping import distinguish
 
     departed, paper = {}, {}
@@ -178,12 +169,13 @@ def name_rows(first, sizes: dict, started: dict, label_of) -> tuple[dict, dict, 
         config = run["config"] if isinstance(run["config"], dict) else {}
         preset = preset_settings(str(run["arm"]), str(run["profile"]), int(run["horizon"])) if config else None
         departed[unit] = departures(config, preset) if preset is not None else None
-        keep = departed[unit] is None or keeps_paper_number(str(run["arm"]), departed[unit])
+        keep = departed[unit] is None or keeps_paper_number(departed[unit])
         paper[unit] = str(run["paper_arm"] or "") if keep else ""
-    notes, parts = [], {}
+    notes, parts, said = [], {}, {}
     for profile in dict.fromkeys(first["profile"]):
         mine = {u: d for u, d in departed.items() if first.at[u, "profile"] == profile and d is not None}
         shared = common(mine)
+        said[profile] = shown(shared)
         if shared:
             notes.append(f"every arm row{f' of profile {profile}' if first['profile'].nunique() > 1 else ''} departs "
                          f"from its arm's preset in {', '.join(shown(shared))}: said here, not in each row's name")
@@ -207,7 +199,7 @@ def name_rows(first, sizes: dict, started: dict, label_of) -> tuple[dict, dict, 
             plain = names[unit][: -len(f"[group {unit}]")]
             numbered[plain] = k = numbered.get(plain, 1) + 1  # the largest row, named plainly, is the first
             names[unit] = f"{plain}[#{k}]"
-    return names, paper, at_preset, notes
+    return names, paper, at_preset, notes, said
 
 
 def _inputs_of(first) -> dict[str, dict]:
@@ -223,10 +215,11 @@ def _inputs_of(first) -> dict[str, dict]:
     return out
 
 
-def name_folders(run_dirs: list[str]) -> dict[str, tuple[str, str]]:
-    """{run_dir: (its row's name without the paper number, the paper arm it keeps or "")} for run folders read one
-    by one (`status`, the sweep summary): the same names as the tables', from each folder's config.yaml and
-    run.json (untrusted: a field that is missing or of the wrong type leaves the row named by its arm alone)."""
+def name_folders(run_dirs: list[str]) -> tuple[dict[str, tuple[str, str]], list[str], dict]:
+    """({run_dir: (its row's name without the paper number, the paper arm it keeps or "")}, notes, {profile: the
+    departures every row shares, as shown}) for run folders read one by one (`status`, the sweep summary): the
+    same names as the tables', from each folder's config.yaml and run.json (untrusted: a field that is missing or
+    of the wrong type leaves the row named by its arm alone)."""
     import pandas as pd
 
     from rlvr_sweep.analysis.grouping import read_config
@@ -256,28 +249,37 @@ def name_folders(run_dirs: list[str]) -> dict[str, tuple[str, str]]:
                        **{f"inputs.{k}": v["sha256"] for k, v in inputs.items()
                           if isinstance(v, dict) and isinstance(v.get("sha256"), str)}}
     if not first:
-        return {}
+        return {}, [], {}
     frame = pd.DataFrame.from_dict(first, orient="index")
-    names, paper, _, _ = name_rows(frame, sizes, started, lambda run, _: str(run["arm"]))
-    return {d: (names[unit_of[d]], paper[unit_of[d]]) for d in run_dirs}
+    names, paper, _, notes, said = name_rows(frame, sizes, started, lambda run, _: str(run["arm"]))
+    return {d: (names[unit_of[d]], paper[unit_of[d]]) for d in run_dirs}, notes, said
 
 
 LAUNCH_KEYS = ("arm", "profile", "seed", "horizon")  # what a launch line says besides the row's departures
 
 
+def _bookkeeping(key: str) -> bool:
+    """A setting that is no part of what a run computes (`run.out_root`, `data.root`), or a key below one."""
+    from rlvr_sweep.analysis.grouping import BOOKKEEPING
+
+    parts = key.split(".")
+    return any(".".join(parts[:n]) in BOOKKEEPING for n in range(1, len(parts) + 1))
+
+
 def override_parts(overrides) -> list[str]:
     """A recorded job's departures from its arm's preset, as its launch line gave them (a job not yet run has no
     config to compare): every override but the arm, profile, seed, horizon and Hydra's own, numbers shortened."""
-    out = []
+    out: list[tuple[str, str]] = []
     for item in overrides if isinstance(overrides, list) else []:
         key, sep, value = str(item).partition("=")
         bare = key.lstrip("+~")
-        if not sep or bare in LAUNCH_KEYS or bare.startswith("hydra"):
+        if not sep or bare in LAUNCH_KEYS or bare.startswith("hydra") or _bookkeeping(bare):
             continue
         try:
             number = float(value)
             value = _value(number) if not value.lstrip("+-").isdigit() else value
         except ValueError:
             pass
-        out.append(f"{bare}={value}")
-    return out
+        out.append((bare, value))
+    # in the order `shown` gives a folder's departures: options chosen first, then settings, each by name
+    return [f"{k}={v}" for k, v in sorted(out, key=lambda kv: ("." in kv[0], kv[0]))]

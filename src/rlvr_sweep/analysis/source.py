@@ -208,7 +208,7 @@ class Sweep:
             first = runs.drop_duplicates("unit").set_index("unit")
             sizes = runs["unit"].value_counts().to_dict()
             started = runs.groupby("unit")["finished_at"].min().to_dict()
-            labels, paper, at_preset, named = name_rows(first, sizes, started,
+            labels, paper, at_preset, named, _ = name_rows(first, sizes, started,
                                                         lambda r, pa: _label({**r, "paper_arm": pa}, several))
             plain = {u: _label({**r, "paper_arm": paper[u]}, several) for u, r in first.iterrows()}
             notes += named + split_notes(labels, plain, sizes, "arm")

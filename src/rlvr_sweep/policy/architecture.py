@@ -6,9 +6,11 @@ config, and names every difference from `expected`: the architecture, the vocabu
 the parameter count (tied: the hub checkpoint, whose output head is the embedding; untied: a folder
 saved after the baseline's untying) and the EOS token. The paper's model, Qwen3-0.6B-Base, has
 596,049,920 parameters tied and 751,632,384 untied, a 151,936-token vocabulary and EOS 151643
-(`<|endoftext|>`). `run.plan` checks every run whose `model.name` has an expectation here before a run
-folder is written; `python -m rlvr_sweep.policy check-model DIR` checks a folder by hand, and
-`python -m rlvr_sweep.policy fetch-model --out DIR` downloads the paper's model into DIR and checks it.
+(`<|endoftext|>`); the family's 1.7B, 4B and 8B Base checkpoints are expected as their published configs say
+(`model=qwen3_1_7b_base` and so on: 1,720,574,976, 4,022,468,096 tied; 8,190,735,360 untied). `run.plan`
+checks every run whose `model.name` has an expectation here before a run folder is written;
+`python -m rlvr_sweep.policy check-model DIR [--model NAME]` checks a folder by hand, and
+`python -m rlvr_sweep.policy fetch-model --out DIR [--model NAME]` downloads a model into DIR and checks it.
 """
 
 from __future__ import annotations
@@ -42,7 +44,44 @@ QWEN3_0_6B_CONFIG = {  # Qwen/Qwen3-0.6B-Base's config.json (a randomly initiali
     "tie_word_embeddings": True, "bos_token_id": 151_643, "eos_token_id": 151_643, "attention_bias": False,
     "hidden_act": "silu",
 }
-EXPECTED = {"qwen3_0_6b_base": QWEN3_0_6B_BASE}  # model.name -> what its folder must hold
+
+
+def _qwen3_config(hidden: int, intermediate: int, layers: int, heads: int, tied: bool) -> dict:
+    """A Qwen3 Base checkpoint's published config.json: the family shares all but these five numbers."""
+    return {**QWEN3_0_6B_CONFIG, "hidden_size": hidden, "intermediate_size": intermediate, "num_hidden_layers": layers,
+            "num_attention_heads": heads, "tie_word_embeddings": tied}
+
+
+# The Qwen3 Base family's published config.json files (Qwen/Qwen3-{1.7B,4B,8B}-Base on the hub): 8 KV heads of 128,
+# vocabulary 151,936, EOS 151643, 32,768 positions, rope_theta 1e6 throughout; 8B alone stores an untied output head.
+QWEN3_1_7B_CONFIG = _qwen3_config(2048, 6144, 28, 16, tied=True)
+QWEN3_4B_CONFIG = _qwen3_config(2560, 9728, 36, 32, tied=True)
+QWEN3_8B_CONFIG = _qwen3_config(4096, 12288, 36, 32, tied=False)
+
+
+def qwen3_parameters(config: dict) -> tuple[int, int]:
+    """(tied, untied) parameter counts of a Qwen3 config: per layer the q, k, v, o projections, q / k norms, the
+    gated MLP and two RMSNorms; the embedding, a final norm and, untied, an output head (no biases)."""
+    h, head, q, kv = config["hidden_size"], config["head_dim"], config["num_attention_heads"], config["num_key_value_heads"]
+    layer = h * q * head * 2 + h * kv * head * 2 + 2 * head + 3 * h * config["intermediate_size"] + 2 * h
+    tied = config["num_hidden_layers"] * layer + config["vocab_size"] * h + h
+    return tied, tied + config["vocab_size"] * h
+
+
+def _expected(hub_id: str, config: dict) -> Expected:
+    tied, untied = qwen3_parameters(config)
+    return Expected(hub_id=hub_id, architecture="Qwen3ForCausalLM", vocab_size=config["vocab_size"],
+                    hidden_size=config["hidden_size"], layers=config["num_hidden_layers"], params_tied=tied,
+                    params_untied=untied, eos_id=151_643, eos_token="<|endoftext|>")
+
+
+QWEN3_1_7B_BASE = _expected("Qwen/Qwen3-1.7B-Base", QWEN3_1_7B_CONFIG)  # 1,720,574,976 tied
+QWEN3_4B_BASE = _expected("Qwen/Qwen3-4B-Base", QWEN3_4B_CONFIG)  # 4,022,468,096 tied
+QWEN3_8B_BASE = _expected("Qwen/Qwen3-8B-Base", QWEN3_8B_CONFIG)  # 8,190,735,360 untied
+EXPECTED = {"qwen3_0_6b_base": QWEN3_0_6B_BASE, "qwen3_1_7b_base": QWEN3_1_7B_BASE, "qwen3_4b_base": QWEN3_4B_BASE,
+            "qwen3_8b_base": QWEN3_8B_BASE}  # model.name -> what its folder must hold
+CONFIGS = {"qwen3_0_6b_base": QWEN3_0_6B_CONFIG, "qwen3_1_7b_base": QWEN3_1_7B_CONFIG, "qwen3_4b_base": QWEN3_4B_CONFIG,
+           "qwen3_8b_base": QWEN3_8B_CONFIG}  # model.name -> its published config.json (shape tests, memory plans)
 
 
 def safetensors_shapes(folder: Path) -> tuple[dict[str, list[int]], list[str]]:

@@ -303,10 +303,15 @@ def _checked_record(path: Path, record: dict, problems: Problems) -> dict:
         jobs.append({**{k: job.get(k) for k in ("arm", "paper_arm", "seed", "horizon", "profile")},  # shown as read
                      **{k: fields[k] for k in ("number", "run_hash", "scheduler")},
                      "job": None if fields["job"] is None else str(fields["job"]), "where": where,
+                     **({"overrides": job["overrides"]} if _strings(job.get("overrides")) else {}),  # names its row
                      **({"problems": problems.lines[start:]} if len(problems.lines) > start else {})})
     n_jobs = head["n_jobs"] if head["n_jobs"] is not None else len(raw_jobs)
     return {**head, "state": head["state"] if head["state"] == CHECKING else LAUNCHED, "n_jobs": n_jobs,
             "path": str(path), "order": order, "jobs": jobs}
+
+
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def _located(path: Path, job: dict, fields: dict, problems: Problems, i: int) -> Path | None:

@@ -98,12 +98,13 @@ def named(rows: list[dict]) -> list[dict]:
 
     folders = [r["run_dir"] for r in rows if r.get("state") != "moved aside" and r.get("run_dir")
                and (Path(r["run_dir"]) / RUN_JSON).is_file()]
-    names = name_folders(folders)
+    names, _, said = name_folders(folders)
     for row in rows:
         if row.get("run_dir") in names:
             row["row"], row["paper_arm"] = names[row["run_dir"]]
-        else:
-            row["row"] = f"{row.get('arm')}{bracket(override_parts(row.get('overrides')))}"
+        else:  # what every folder's row shares is left out of its name: so too of a job's
+            shared = said.get(str(row.get("profile")), [])
+            row["row"] = f"{row.get('arm')}{bracket([p for p in override_parts(row.get('overrides')) if p not in shared])}"
     return rows
 
 

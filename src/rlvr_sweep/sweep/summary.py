@@ -50,7 +50,7 @@ def format_summary(infos: list[dict]) -> str:
 
     folders = [str(i["run_dir"]) for i in infos if i.get("task", "train") == "train" and i.get("run_dir")
                and (Path(str(i["run_dir"])) / "run.json").is_file()]
-    rows = name_folders(folders)  # each run's row: its arm and what it changes from the arm's preset
+    rows, notes, _ = name_folders(folders)  # each run's row: its arm and what it changes from the arm's preset
     width = max([24, *(len(n) for n, _ in rows.values())])
     header = (f"{'arm':<{width}} {'paper':<6} {'hash':<8} {'seed':>5} {'horizon':>7} {'caps':>9} {'status':<9} "
               f"{'benchmark':<12} {'base':>6} {'trained':>7} {'delta':>7} {'wall_s':>7}")
@@ -74,7 +74,7 @@ def format_summary(infos: list[dict]) -> str:
                 f"{info.get('seed', '?'):>5} {horizon:>7} {caps:>9} {status:<9} {name:<12} "
                 f"{_pct(base):>6} {_pct(trained):>7} {_pct(delta, signed=True):>7} "
                 f"{info.get('wall_seconds', float('nan')):>7.1f}")
-    return "\n".join(lines)
+    return "\n".join([*lines, *(f"({note})" for note in notes)])
 
 
 def _pct(value, signed: bool = False) -> str:
