@@ -108,3 +108,19 @@ def test_the_planned_seeds_give_the_half_width_asked_and_the_interval_covers_the
         covered += lo <= mu <= hi
         widths.append((hi - lo) / 2)
     assert np.mean(widths) <= 0.045 and covered / 150 >= 0.95
+
+
+def test_a_negative_estimate_is_truncated_away_from_the_pilot_s_own_size():
+    """Seen: a 3-seed pilot (the README's four arms, row 5) with item component -67 pp^2 predicted a half-width of
+    0.00 at 22 seeds; the bootstrap printed 0.81. Away from its own size the estimate counts as 0."""
+    pilot = Components(-1.09e-4, -67.09e-4, 434.42e-4, 3, 200, -0.0067)
+    signed = ((21 / 484) * (-1.09e-4 + 434.42e-4 / 200) + 199 * 21 / (484 * 40000) * 434.42e-4
+              + 199 / 40000 * (-67.09e-4 + 434.42e-4 / 22))
+    assert signed < 0  # what the signed estimates would predict: no interval at all
+    by_hand = (21 / 484) * (434.42e-4 / 200) + 199 * 21 / (484 * 40000) * 434.42e-4 + 199 / 40000 * (434.42e-4 / 22)
+    assert bootstrap_variance(pilot, 22) == pytest.approx(by_hand)
+    assert 100 * half_width(pilot, 22) == pytest.approx(100 * 1.959964 * by_hand ** 0.5, rel=1e-6)
+    assert 100 * half_width(pilot, 22) == pytest.approx(1.05, abs=0.01)  # the interaction alone: 1.05, never 0
+    at_own = (2 / 9) * (-1.09e-4 + 434.42e-4 / 200) + 199 * 2 / (9 * 40000) * 434.42e-4 + 199 / 40000 * (
+        -67.09e-4 + 434.42e-4 / 3)
+    assert bootstrap_variance(pilot, 3) == pytest.approx(at_own)  # at the pilot's own size: signed, as measured

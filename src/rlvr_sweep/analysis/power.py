@@ -2,8 +2,11 @@
 
 A contrast's paired differences d[seed, item] (`contrasts.contrast_grid`) are read as a two-way random-effects
 layout, d = mu + a_seed + b_item + e: `components` estimates the three variances by the ANOVA method of moments
-(unbiased, so an estimate may come out negative when a component is near zero: kept signed, never clipped, since
-clipping biases every prediction upward).
+(unbiased, so an estimate may come out negative when a component is near zero). At the pilot's own size the
+signed estimates give back the pilot's bootstrap variance exactly; a prediction at any other size sets a negative
+estimate to 0 (the usual truncation), since a signed one can make the predicted variance at many seeds vanish
+(seen: a 3-seed pilot whose item component came out at -67 pp^2 predicted a half-width of 0.00 at 22 seeds, where
+the bootstrap printed 0.81; docs/planning.md).
 
 The interval the tables print is the project's own two-level percentile bootstrap (`stats.bootstrap_ci`: seeds
 and items resampled independently). Its variance, for a layout with those components, is (derived from the
@@ -68,10 +71,12 @@ def components(d) -> Components:
 
 def bootstrap_variance(c: Components, seeds: int, items: int | None = None) -> float:
     """The two-level bootstrap's variance of the mean at `seeds` seeds and `items` items (the pilot's by default),
-    never below 0."""
+    never below 0; away from the pilot's own size with negative estimates set to 0 (module docstring)."""
     S, N = seeds, items or c.items
-    value = ((S - 1) / S ** 2 * (c.seed + c.interaction / N) + (N - 1) * (S - 1) / (S ** 2 * N ** 2) * c.interaction
-             + (N - 1) / N ** 2 * (c.item + c.interaction / S))
+    own = (S, N) == (c.seeds, c.items)
+    seed, item = (c.seed, c.item) if own else (max(c.seed, 0.0), max(c.item, 0.0))
+    value = ((S - 1) / S ** 2 * (seed + c.interaction / N) + (N - 1) * (S - 1) / (S ** 2 * N ** 2) * c.interaction
+             + (N - 1) / N ** 2 * (item + c.interaction / S))
     return max(float(value), 0.0)
 
 
@@ -110,7 +115,7 @@ def power(c: Components, effect: float, seeds: int, items: int | None = None, al
     this benchmark is `effect` (module docstring)."""
     N = items or c.items
     boot = math.sqrt(bootstrap_variance(c, seeds, N))
-    rerun = math.sqrt(max(c.seed / seeds + c.interaction / (seeds * N), 1e-300))
+    rerun = math.sqrt(max(max(c.seed, 0.0) / seeds + c.interaction / (seeds * N), 1e-300))
     norm = _norm()
     z = float(norm.ppf(1 - alpha / (2 * family)))
     return float(norm.cdf((abs(effect) - z * boot) / rerun) + norm.cdf((-abs(effect) - z * boot) / rerun))
