@@ -79,8 +79,25 @@ def objective_row(cfg) -> tuple:
             cfg.reward.overlong_penalty)
 
 
+LORA_ROWS = {  # arm -> (the paper arm it adapts, rank, alpha, dropout, targets, lr): "LoRA Without Regret" (Schulman
+    # et al. 2025): every linear layer, alpha 32, 10x full fine-tuning's learning rate
+    "baseline_lora": ("baseline", 32, 32.0, 0.0, ["all-linear"], 1e-4),
+    "stopped_tree_lora": ("stopped_tree", 32, 32.0, 0.0, ["all-linear"], 1e-4),
+}
+
+
 def test_the_table_covers_every_arm_file():
-    assert sorted([*ROWS, *OBJECTIVE_ROWS]) == sorted(p.stem for p in (CONF_DIR / "arm").glob("*.yaml"))
+    assert sorted([*ROWS, *OBJECTIVE_ROWS, *LORA_ROWS]) == sorted(p.stem for p in (CONF_DIR / "arm").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("arm", sorted(LORA_ROWS))
+def test_a_lora_arm_is_its_paper_arm_through_an_adapter(arm):
+    adapts, rank, alpha, dropout, targets, lr = LORA_ROWS[arm]
+    cfg, paper = compose_cfg([f"+arm={arm}"]), compose_cfg([f"+arm={adapts}"])
+    l = cfg.lora
+    assert (l.rank, l.alpha, l.dropout, l.target_modules, l.init_seed, cfg.train.lr) == (rank, alpha, dropout, targets,
+                                                                                         None, lr)
+    assert observed(cfg)[:-1] == observed(paper)[:-1] and paper_arm(cfg) == "" and paper_arm(paper) != ""
 
 
 @pytest.mark.parametrize("arm", sorted(OBJECTIVE_ROWS))

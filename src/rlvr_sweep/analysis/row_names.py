@@ -9,7 +9,7 @@ chosen otherwise as `reward=len_penalty` (the settings that come with that optio
 `plugins` list that names where it lives), a number to 3 significant digits.
 
 A row keeps its paper arm number only when it chooses every option of its arm (of the groups that tell the
-paper's arms apart, `ARM_GROUPS`) as the arm does and loads no plugin: `+arm=ra_flat train.lr=3e-5` is still Arm 4
+paper's arms apart, `ARM_GROUPS`) as the arm does, loads no plugin and trains no LoRA adapter: `+arm=ra_flat train.lr=3e-5` is still Arm 4
 at another learning rate (`4. ra_flat [train.lr=3e-05]`), and a setting of one of its options changed shows the
 same way (`12. stopped_tree h1024 [sampler.bifurcate_after_active=1]`); `+arm=ra_flat estimator=tree_mean` is
 not Arm 4 (`ra_flat [estimator=tree_mean]`). Departures every row of a profile shares (a pilot's `train.steps=16`) are
@@ -31,6 +31,7 @@ from rlvr_sweep.analysis.grouping import MAX_SHOWN, flatten, identity_settings
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 ARM_GROUPS = ("sampler", "estimator", "optimizer_step", "objective", "reward", "horizon")  # what arms differ in
 HIDDEN = ("plugins",)  # where an option lives: the option's name says it
+ADAPTED = "lora."  # a LoRA adapter trains something else than the paper's full weights
 
 
 @functools.lru_cache(maxsize=None)
@@ -81,7 +82,8 @@ def _same(a, b) -> bool:
 def keeps_paper_number(departed: dict) -> bool:
     """Whether a row departing from its preset in `departed` is still its paper arm: no option of the groups that
     tell the paper's arms apart is chosen otherwise, and no plugin joined (module docstring)."""
-    return not any(k in HIDDEN or (k.endswith(".name") and k.split(".")[0] in ARM_GROUPS) for k in departed)
+    return not any(k in HIDDEN or (k.endswith(".name") and k.split(".")[0] in ARM_GROUPS) or k.startswith(ADAPTED)
+                   for k in departed)
 
 
 def shown(departed: dict) -> list[str]:

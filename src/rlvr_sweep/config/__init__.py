@@ -17,14 +17,14 @@ _HOMES = {
         "range_problems", "unknown_keys"], "rules"),
     **dict.fromkeys(["Option", "Registry"], "options"),
     **dict.fromkeys(["Config", "DTYPE_NAMES", "DataConfig", "EstimatorConfig", "EvalConfig", "GraderConfig",
-        "HorizonConfig", "KL_ESTIMATORS", "KL_PLACES", "LoggerConfig", "ModelConfig", "ObjectiveConfig", "OptimizerStepConfig", "ProfileConfig", "RewardConfig",
-        "RunConfig", "STD_KINDS", "SamplerConfig", "SweepConfig", "TASKS", "TrainConfig", "paper_arm", "register_configs",
+        "HorizonConfig", "KL_ESTIMATORS", "KL_PLACES", "LoggerConfig", "LoraConfig", "ModelConfig", "ObjectiveConfig", "OptimizerStepConfig", "ProfileConfig",
+        "RewardConfig", "RunConfig", "STD_KINDS", "SamplerConfig", "SweepConfig", "TASKS", "TrainConfig", "paper_arm", "register_configs",
         "scaled_length"], "schema"),
 }
 
 __all__ = [
     "Config", "ConfigError", "DTYPE_NAMES", "DataConfig", "EstimatorConfig", "EvalConfig", "GraderConfig",
-    "HorizonConfig", "KL_ESTIMATORS", "KL_PLACES", "LoggerConfig", "ModelConfig", "ObjectiveConfig", "Option",
+    "HorizonConfig", "KL_ESTIMATORS", "KL_PLACES", "LoggerConfig", "LoraConfig", "ModelConfig", "ObjectiveConfig", "Option",
     "OptimizerStepConfig", "ProfileConfig", "Registry",
     "RewardConfig", "RunConfig", "STD_KINDS", "SamplerConfig", "SweepConfig", "TASKS", "TrainConfig",
     "bookkeeping_keys",

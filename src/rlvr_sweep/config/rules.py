@@ -45,9 +45,10 @@ def above(low) -> Rule:
     return Rule(lambda v: v > low, f"must be > {low}")
 
 
-def between(low, high, *, low_open: bool = False) -> Rule:
-    left = "(" if low_open else "["
-    return Rule(lambda v: (v > low if low_open else v >= low) and v <= high, f"must lie in {left}{low}, {high}]")
+def between(low, high, *, low_open: bool = False, high_open: bool = False) -> Rule:
+    left, right = "(" if low_open else "[", ")" if high_open else "]"
+    return Rule(lambda v: (v > low if low_open else v >= low) and (v < high if high_open else v <= high),
+                f"must lie in {left}{low}, {high}{right}")
 
 
 def one_of(*choices) -> Rule:
@@ -148,10 +149,12 @@ def no_such_setting(key: str, schema) -> str | None:
 def _nearest_settings(parts: list[str], depth: int, fields: list[str], schema) -> list[str]:
     """The declared keys closest to `parts`, whose part at `depth` is not among its section's `fields`:
     that part corrected within its section (`train.stpes` -> train.steps, `trian.steps` -> train.steps),
-    else the last part matched against every setting's own name (`lr` -> train.lr)."""
+    else the last part matched against every setting's own name (`lr` -> train.lr). A key's last part is a value, so a
+    section is not offered for it (`lr` is not `lora`)."""
     declared = setting_names(schema)
+    sections = {p.rsplit(".", 1)[0] for p in declared if "." in p}
     fixed = [".".join([*parts[:depth], name, *parts[depth + 1:]]) for name in close_names(parts[depth], fields)]
-    fixed = [k for k in fixed if k in declared]
+    fixed = [k for k in fixed if k in declared and not (depth == len(parts) - 1 and k in sections)]
     if fixed:
         return fixed
     by_name: dict[str, list[str]] = {}

@@ -47,6 +47,25 @@ class ModelConfig:
 
 
 @dataclass
+class LoraConfig:
+    """Low-rank adapters (`peft`'s LoRA, Hu et al. 2021) trained in place of the full weights (`policy.adapter`).
+    rank None: full fine-tuning, the paper's. The adapter's A matrices are drawn by peft's init (Kaiming-uniform
+    from torch's global CPU generator, B = 0) under `init_seed`, the run's seed when None; the base weights stay
+    frozen, and a KL term's reference policy is the base with the adapter switched off (no second copy)."""
+
+    rank: Optional[int] = setting(None, at_least(1))  # r of every adapted layer
+    alpha: float = setting(32.0, above(0))  # the update is scaled by alpha / rank
+    dropout: float = setting(0.0, between(0, 1, high_open=True))  # on the adapter's input (training passes only)
+    # peft's names of the adapted layers: "all-linear" is every linear layer but the output head
+    target_modules: list[str] = setting(["all-linear"], each(NON_EMPTY))
+    init_seed: Optional[int] = setting(None, between(0, 2**63 - 1))  # None: the run's seed
+
+    @property
+    def enabled(self) -> bool:
+        return self.rank is not None
+
+
+@dataclass
 class DataConfig:
     name: str = setting("math_train", NON_EMPTY)
     root: str = setting("data", NON_EMPTY, identity=False)  # folder of the JSONL files: where, not what
@@ -288,6 +307,8 @@ class Config:
     # (`@ESTIMATORS.register(...)`, docs/extending.md); part of the identity
     plugins: list[str] = setting([], each(NON_EMPTY))
     model: ModelConfig = field(default_factory=ModelConfig)
+    # added after runs were made: part of the identity only when an adapter is set
+    lora: LoraConfig = field(default_factory=LoraConfig, metadata={"identity": WHEN_SET})
     data: DataConfig = field(default_factory=DataConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
@@ -311,11 +332,13 @@ PAPER_UPDATE = ("name", "passes", "mini_batches", "aggregation", "kl_beta", "mas
 def paper_arm(cfg: Config) -> str:
     """The paper arm a run reproduces ("1".."19" or a Table 3 ablation name); "" when none: also for an arm
     preset whose run loads plugins (`+arm=baseline reward=<a plugin's>`) or changes the paper's update (an
-    objective, DAPO's dynamic sampling or overlong shaping), which compute something the paper did not."""
+    objective, DAPO's dynamic sampling or overlong shaping) or trains a LoRA adapter, which compute something the
+    paper did not."""
     label = cfg.paper_arms.get(cfg.horizon.tokens, "")
     paper = ObjectiveConfig()
     changed = (cfg.plugins or any(getattr(cfg.objective, f) != getattr(paper, f) for f in PAPER_UPDATE)
-               or cfg.objective.params or cfg.train.dynamic_sampling or cfg.reward.overlong_buffer is not None)
+               or cfg.objective.params or cfg.train.dynamic_sampling or cfg.reward.overlong_buffer is not None
+               or cfg.lora.enabled)
     return "" if changed else label
 
 

@@ -28,6 +28,7 @@ class Policy:
     tokenizer: object
     device: torch.device
     source: str  # the configured model.path or hub id (the folder it was loaded from is the run's model input)
+    adapter: bool = False  # LoRA layers were attached (`policy.adapter`): only they train
 
     @property
     def eos_id(self) -> int:
@@ -39,9 +40,10 @@ class Policy:
         return self.eos_id if pad is None else pad  # the baseline pads with EOS
 
 
-def load_policy(cfg: ModelConfig, folder: Path | None = None) -> Policy:
+def load_policy(cfg: ModelConfig, folder: Path | None = None, *, lora=None, seed: int = 0) -> Policy:
     """Load model and tokenizer from `folder` (default: `resolve_model_folder(cfg)`); untie the output
-    head when configured (the baseline trains both)."""
+    head when configured (the baseline trains both); attach LoRA layers when `lora` (a `config.LoraConfig`) sets a
+    rank, drawn from `seed` unless it names its own (`policy.adapter`)."""
     if cfg.dtype not in DTYPES:
         raise ModelLoadError(f"unknown model.dtype {cfg.dtype!r}; valid: {sorted(DTYPES)}")
     folder = resolve_model_folder(cfg) if folder is None else Path(folder)
@@ -59,8 +61,14 @@ def load_policy(cfg: ModelConfig, folder: Path | None = None) -> Policy:
                              "where the tokenizer has no pad token")
     if cfg.untie_embeddings:
         untie_output_head(model)
+    adapted = lora is not None and lora.enabled
+    if adapted:  # on the CPU, before the move: the draw does not depend on the device
+        from rlvr_sweep.policy.adapter import attach
+
+        attach(model, lora, seed)
     model.to(device)
-    return Policy(model=model, tokenizer=tokenizer, device=device, source=cfg.path or cfg.hub_id or str(folder))
+    return Policy(model=model, tokenizer=tokenizer, device=device, source=cfg.path or cfg.hub_id or str(folder),
+                  adapter=adapted)
 
 
 def untie_output_head(model: torch.nn.Module) -> None:

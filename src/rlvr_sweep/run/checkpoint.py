@@ -2,7 +2,7 @@
 
 One file, `checkpoint.pt` in the run folder, replaced atomically every `train.checkpoint_every`
 steps (written, flushed to disk, then renamed; so there is never more than one to prune): model and
-AdamW state, the sampling generator's and torch's global RNG states, the Polyak tail average, the
+AdamW state (of an adapter run: the adapter's parameters and their AdamW state only), the sampling generator's and torch's global RNG states, the Polyak tail average, the
 loop counters and the ledger rows so far. Restored on a CPU, a resumed run writes the same ledger as
 an uninterrupted one.
 
@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from rlvr_sweep.io import atomic_write
+from rlvr_sweep.policy.adapter import has_adapter, load_trained_state, trained_state
 from rlvr_sweep.store.manifest import CHECKPOINT  # noqa: F401  (the file this module writes)
 
 
@@ -27,7 +28,7 @@ class CheckpointError(RuntimeError):
 
 def save(run_dir: Path, *, model, optimizer, generator: torch.Generator, tail, progress: dict) -> None:
     payload = {
-        "model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
+        "model": trained_state(model) if has_adapter(model) else model.state_dict(), "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
         "torch_rng": torch.get_rng_state(), "tail": tail.state() if tail else None, "progress": progress,
         "run_hash": progress["run_hash"],
     }
@@ -52,7 +53,10 @@ def load(run_dir: Path, run_hash: str) -> dict | None:
 
 def restore(payload: dict, *, model, optimizer, generator: torch.Generator, tail) -> dict:
     """Load the saved states into live objects; returns the saved progress."""
-    model.load_state_dict(payload["model"])
+    if has_adapter(model):
+        load_trained_state(model, payload["model"])
+    else:
+        model.load_state_dict(payload["model"])
     optimizer.load_state_dict(payload["optimizer"])
     generator.set_state(payload["generator"])
     torch.set_rng_state(payload["torch_rng"])

@@ -24,6 +24,7 @@ registered by a researcher's own module (`@ESTIMATORS.register(...)`) are known 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 
 from rlvr_sweep.config import DTYPE_NAMES, Config, ConfigError
 from rlvr_sweep.config.options import Option, Registry
@@ -143,7 +144,27 @@ def _combination_problems(cfg: Config, picked: dict) -> list[str]:
     for option in picked.values():
         if option.check is not None:
             problems += option.check(cfg)
-    return problems + _objective_problems(cfg, picked) + _task_problems(cfg)
+    return problems + _objective_problems(cfg, picked) + _task_problems(cfg) + _lora_problems(cfg)
+
+
+def _lora_problems(cfg: Config) -> list[str]:
+    """An adapter (`lora.rank`) needs peft, trains (a read-out of a saved model has nothing to adapt), and decodes
+    with the reference engine (the static step and vLLM read the base weights alone)."""
+    lora = cfg.lora
+    if not lora.enabled:
+        return [f"lora.{name}={getattr(lora, name)!r} without lora.rank: no adapter is made; set lora.rank or leave it "
+                f"at its default {_default(lora, name)!r}" for name in ("alpha", "dropout", "target_modules", "init_seed")
+                if getattr(lora, name) != _default(lora, name)]
+    problems = []
+    if importlib.util.find_spec("peft") is None:
+        problems.append(f"lora.rank={lora.rank} needs peft, which is not installed: pip install 'rlvr_sweep[lora]'")
+    if cfg.task != "train":
+        problems.append(f"lora.rank={lora.rank} with task={cfg.task}: an adapter is trained; a read-out of a saved "
+                        "adapter run reads its merged model/ (model.path=<run>/model) without lora settings")
+    if cfg.model.engine in ("static", "vllm"):
+        problems.append(f"lora.rank={lora.rank} with model.engine={cfg.model.engine}: that engine reads the base "
+                        "weights alone; an adapter decodes with model.engine=reference (auto picks it)")
+    return problems
 
 
 def _objective_problems(cfg: Config, picked: dict) -> list[str]:

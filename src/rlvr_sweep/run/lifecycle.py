@@ -31,6 +31,8 @@ from rlvr_sweep.config import Config, paper_arm, scaled_length
 from rlvr_sweep.plugins import PluginCodeChanged, compiled_now, plugin_frame, unrecorded_code
 from rlvr_sweep.plugins.kept import keep_code
 from rlvr_sweep.policy import load_policy
+from rlvr_sweep.policy.adapter import ADAPTER, AdapterOff, adapter_record, merged_state, save_adapter
+from rlvr_sweep.policy.adapter import MARK as ADAPTER_MARK
 from rlvr_sweep.reward import get_grader, grading
 from rlvr_sweep.rollout import static_engine, vllm_engine
 from rlvr_sweep.run import checkpoint, readouts, train
@@ -66,7 +68,7 @@ def run_plan(p: Plan) -> dict:
         if cfg.train.num_threads:
             torch.set_num_threads(cfg.train.num_threads)
         hf_logging.disable_progress_bar()  # the run reports its own progress
-        policy = load_policy(cfg.model, p.model_folder)
+        policy = load_policy(cfg.model, p.model_folder, lora=cfg.lora, seed=cfg.seed)
         resume = _resume_or_start(cfg, run_dir, identity)
         resumed_at = resume["progress"]["step"] if resume and not resume.get("from_grades") else None
         with _run_log(run_dir / LOGS / "run.log"), beacon.beacon_for(run_dir, phase="starting",
@@ -230,8 +232,10 @@ def _run_info(cfg: Config, run_dir, policy, resume, identity) -> dict:
         "run_dir": str(run_dir.resolve()), "model_source": policy.source,
         "model_digest": identity.inputs["model"]["sha256"], "data_canonical": data_canonical(identity.inputs),
         "started_at": time.time(), "code": store.code_version(),
-        "params": sum(p.numel() for p in policy.model.parameters() if p.requires_grad),  # P of the FLOP proxies
+        "params": _model_size(policy),  # P of the FLOP proxies
     }
+    if policy.adapter:
+        info["adapter"] = adapter_record(policy.model)  # what trains: its parameter count, layers and peft config
     plugin_lengths = _plugin_lengths(cfg)
     if plugin_lengths:
         info["plugin_lengths"] = plugin_lengths  # beside rollout_cap and readout_cap: what the run used
@@ -243,6 +247,14 @@ def _run_info(cfg: Config, run_dir, policy, resume, identity) -> dict:
         if of:
             info["readout_of"] = of  # the run whose checkpoint this reads out (shown by its summary)
     return info
+
+
+def _model_size(policy) -> int:
+    """P, the parameters a token's forward pass multiplies: those trained (every one, in full fine-tuning); an
+    adapter run's base model (its adapter's are in run.json's `adapter`)."""
+    if policy.adapter:
+        return sum(p.numel() for name, p in policy.model.named_parameters() if ADAPTER_MARK not in name)
+    return sum(p.numel() for p in policy.model.parameters() if p.requires_grad)
 
 
 def _plugin_lengths(cfg: Config) -> dict:
@@ -307,7 +319,10 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
     t = cfg.train
     params = [p for p in policy.model.parameters() if p.requires_grad]
     reference = None
-    if needs_reference(cfg.objective):  # the initial weights: copied before a resume restores any
+    if needs_reference(cfg.objective) and policy.adapter:  # the base alone: the initial policy, B = 0
+        reference = AdapterOff(policy.model)
+        log.info("the KL reference is the base model with the adapter switched off (no copy of the weights)")
+    elif needs_reference(cfg.objective):  # the initial weights: copied before a resume restores any
         reference = frozen_copy(policy.model)
         size = sum(p.numel() * p.element_size() for p in reference.parameters())
         log.info("keeping a frozen copy of the initial weights as the KL reference: %s", size_words(size))
@@ -343,6 +358,8 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
         tail.load_into(params)
     saved = None
     if t.save_model:
+        if policy.adapter:
+            _save_adapter(policy, run_dir / ADAPTER)
         _save_model(policy, run_dir / MODEL)
         saved = model_digest(run_dir / MODEL)["sha256"]  # a read-out of these weights is this run's
     if cfg.eval.after:
@@ -353,6 +370,7 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
         "eval_max_new_tokens": scaled_length(cfg.eval.max_new_tokens, cfg.profile.length_scale),
         "lengths": lengths, "accuracy": state.accuracy, "totals": train.totals(state.steps),
         "tail_average_steps": tail.count if tail else None, "model_dir": MODEL if t.save_model else None,
+        **({"adapter_dir": ADAPTER if t.save_model else None} if policy.adapter else {}),
         "saved_model_digest": saved,
         "grader": {k: v - grader_before.get(k, 0) for k, v in grading.stats().items()},  # this run's timeouts etc.
     }
@@ -366,15 +384,26 @@ def frozen_copy(model):
 
 
 def _save_model(policy, folder: Path) -> None:
-    """The final policy as a `save_pretrained` folder (weights, config, tokenizer), written beside and
-    renamed into place whole; `model.path=<run>/model` loads it."""
+    """The final policy as a `save_pretrained` folder (weights, config, tokenizer; an adapter merged into the base
+    weights), written beside and renamed into place whole; `model.path=<run>/model` loads it."""
     tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-    policy.model.save_pretrained(tmp, safe_serialization=True)
+    merged = {"state_dict": merged_state(policy.model)} if policy.adapter else {}
+    policy.model.save_pretrained(tmp, safe_serialization=True, **merged)
     policy.tokenizer.save_pretrained(tmp)
     if folder.exists():  # a copy saved by this same unfinished run before it was killed
         shutil.rmtree(folder)
     tmp.rename(folder)
     log.info("saved the final policy to %s", folder)
+
+
+def _save_adapter(policy, folder: Path) -> None:
+    """An adapter run's adapter as peft saves one, written beside and renamed into place whole."""
+    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
+    save_adapter(policy.model, tmp, policy.source)
+    if folder.exists():
+        shutil.rmtree(folder)
+    tmp.rename(folder)
+    log.info("saved the adapter to %s", folder)
 
 
 def _accuracy_by_source(benchmark: str, graded: list[dict]) -> dict:
