@@ -1,14 +1,14 @@
 """The GPU check, in one call on a machine with one NVIDIA GPU, its own torch, and no network.
 
     python bench/gpu_check.py --prepare        # here, where ../shared and PyPI are: fills .gpu_check/, runs nothing
-    python bench/gpu_check.py                  # there, from the repository root, carrying .gpu_check (< 8 minutes)
+    python bench/gpu_check.py                  # there, from the repository root, carrying .gpu_check (< 9 minutes)
     python bench/gpu_check.py --dry-run        # here: the same sequence on the CPU at the smallest sizes
 
 `--prepare` copies the Qwen3 tokenizer and the MATH files into `.gpu_check/` (ignored by git) and fetches the
 wheels the GPU image lacks into `.gpu_check/wheels/` (`offline_site.py`: hydra-core, omegaconf, antlr4,
-submitit, hydra-submitit-launcher; about 0.5 MB). The check itself runs these parts, in the order of the
+submitit, hydra-submitit-launcher, peft, accelerate, psutil; about 1.9 MB). The check itself runs these parts, in the order of the
 value of their figures, each a process given its share of one overall deadline (`--deadline-s`, default
-480) and cut off cleanly at it; every figure is printed as a `key=value` line and the summary rewritten
+540) and cut off cleanly at it; every figure is printed as a `key=value` line and the summary rewritten
 under `--out` (default `$OUT`, else `.gpu_check/`) as it goes, so a cut run still returns every figure it
 made:
 
@@ -26,7 +26,11 @@ made:
    `model.engine=static`) on that random folder with the real tokenizer: its first step, its steps, its
    wall time; a random model never emits EOS, so every rollout runs to the horizon and the projection to 50
    steps is an upper bound (labelled so);
-4. tests: the GPU-only tests (tests/rollout/test_gpu.py, test_vllm_engine.py); a run in which none of
+4. bigger: a Qwen3-1.7B-shaped run (random weights, bf16, 2 steps at a 256-token horizon, the reference engine, no
+   read-out) in full fine-tuning with activation checkpointing and through a rank-32 LoRA adapter: each run's
+   preflight memory estimate (`run.memory_plan`) beside its measured peak (`torch.cuda.max_memory_allocated`), both
+   from its run.json, and its step seconds;
+5. tests: the GPU-only tests (tests/rollout/test_gpu.py, test_vllm_engine.py); a run in which none of
    them passed fails (on the dry run's CPU they all skip, which is reported as that failure and expected).
 
 Each figure the issue sets a floor for is printed beside it as a ratio (`FLOORS`; H200 bf16, 4.8 TB/s: a
@@ -54,13 +58,14 @@ import offline_site  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / ".gpu_check"
 DEPENDENCIES = ("torch", "transformers", "hydra", "omegaconf", "antlr4", "submitit", "hydra_plugins.hydra_submitit_launcher",
+                "peft", "accelerate", "psutil",
                 "sympy", "pandas", "pyarrow", "safetensors", "yaml", "numpy", "rlvr_sweep")
 GPU_TESTS = ("tests/rollout/test_gpu.py", "tests/rollout/test_vllm_engine.py")
 GPU_ONLY = "tests/rollout/test_gpu.py"  # every test of it must run and pass on the GPU (vLLM's may skip: no vLLM)
-SHARES = {"install": 0.08, "engine": 0.52, "arm1": 0.26, "tests": 0.12}  # of the deadline, in this order
+SHARES = {"install": 0.07, "engine": 0.40, "arm1": 0.18, "bigger": 0.25, "tests": 0.10}  # of the deadline, in order
 # (seen on the H200, 2026-12-04, of 480 s: install 17-21 s; engine ~290 s with the 950-item read-out, which
 # its parts' times put at about 200 s with 320 items and the float32 agreement (estimated, not yet run whole);
-# arm1 82 s; tests 18-28 s)
+# arm1 82 s; tests 18-28 s; bigger: added 2026-12-05, not yet run on a GPU, its share from its sizes)
 ENGINE_READOUT_ITEMS = 320  # of the 950: ten fixed batches of 32 (the first measured, the rest projected) and refill
 FLOORS = {  # H200 bf16 (4.8 TB/s, ~790 TFLOP/s), from the issue's arithmetic: weights + KV cache read per step
     "engine.decode_ms_per_step_b8_static": 0.33, "engine.decode_ms_per_step_b8_reference": 0.33,  # ~400-token context
@@ -153,9 +158,9 @@ class Check:
         out("torch_after", seen["torch"])
         missing = [m for m, where in seen["found"].items() if where.startswith("MISSING")]
         out("dependencies_missing", ",".join(missing) or "none")
-        carried = [m for m in ("hydra", "omegaconf", "antlr4", "submitit") if str(self.site) in seen["found"][m]]
+        carried = [m for m in ("hydra", "omegaconf", "antlr4", "submitit", "peft") if str(self.site) in seen["found"][m]]
         out("dependencies_from_carried_wheels", ",".join(carried))
-        if before != seen["torch"].split()[0] or missing or len(carried) < 4:
+        if before != seen["torch"].split()[0] or missing or len(carried) < 5:
             raise RuntimeError(f"torch changed ({before} -> {seen['torch']}), missing {missing}, or not carried: "
                                f"{ {m: w for m, w in seen['found'].items() if m in ('hydra', 'omegaconf')} }")
 
@@ -199,17 +204,43 @@ class Check:
         out("arm1_rollout_cap", info.get("rollout_cap"))
         out("arm1_projected_50_steps_upper_bound_s", float(seconds.iloc[0] + 49 * later.mean()))
 
-    def model_folder(self, dtype: str, budget: float) -> Path:
-        """A randomly initialised Qwen3 folder of Qwen3-0.6B's shape (2 layers of width 64 in the dry run), the
-        real tokenizer beside it; made in a process of its own (the parts never import torch here)."""
-        folder = WORK / ("model_small" if self.dry else "model_0.6b")
+    def bigger(self, budget: float) -> None:
+        dtype = "float32" if self.dry else "bfloat16"
+        folder = self.model_folder(dtype, budget, "qwen3_1_7b_base")
+        for case, extra in (("full", ["train.activation_checkpointing=true"]), ("lora", ["lora.rank=32"])):
+            root = WORK / f"runs_{case}{'_dry' if self.dry else ''}"
+            shutil.rmtree(root, ignore_errors=True)
+            overrides = ["+arm=baseline", f"model.path={folder}", "model.name=random_qwen3_1_7b", f"model.dtype={dtype}",
+                         "train.steps=2", f"data.root={WORK / 'data'}", "eval=none", "model.engine=reference",
+                         f"run.out_root={root}", f"hydra.run.dir={root}/hydra", *extra]
+            overrides += ["model.device=cpu", "profile.length_scale=0.03125"] if self.dry else \
+                ["model.device=cuda", "profile.length_scale=0.5"]
+            proc = sh([sys.executable, "-m", "rlvr_sweep", *overrides], self.left(SHARES["bigger"]) / 2, self.env())
+            if proc.returncode:
+                raise RuntimeError(f"{case}: {one_line(proc.stderr)}")
+            info = json.loads(next(root.glob("*/baseline/*/run.json")).read_text())
+            memory = info.get("memory", {})
+            estimate = memory.get("estimate", {}).get("peak")
+            out(f"bigger_{case}_estimate_gib", estimate / 2**30 if estimate else None)
+            out(f"bigger_{case}_estimate_phase", memory.get("estimate", {}).get("phase"))
+            measured = memory.get("measured_peak")
+            out(f"bigger_{case}_measured_peak_gib", measured / 2**30 if measured else None)
+            if estimate and measured:
+                out(f"bigger_{case}_estimate_over_measured", estimate / measured)
+            out(f"bigger_{case}_run_wall_s", info["wall_seconds"])
+
+    def model_folder(self, dtype: str, budget: float, name: str = "qwen3_0_6b_base") -> Path:
+        """A randomly initialised Qwen3 folder of the shape of `name` (a `policy.architecture.CONFIGS` entry; 2 layers
+        of width 64 in the dry run), the real tokenizer beside it; made in a process of its own (the parts never
+        import torch here)."""
+        folder = WORK / (f"model_small_{name}" if self.dry else f"model_{name}")
         if (folder / "config.json").is_file():
             return folder
         small = "dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, " \
                 "num_key_value_heads=2, head_dim=16)" if self.dry else "{}"
         code = ("import torch; from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM\n"
-                "from rlvr_sweep.policy.architecture import QWEN3_0_6B_CONFIG\n"
-                f"shape = {{**dict(QWEN3_0_6B_CONFIG), **{small}}}; shape.pop('architectures', None)\n"
+                "from rlvr_sweep.policy.architecture import CONFIGS\n"
+                f"shape = {{**dict(CONFIGS[{name!r}]), **{small}}}; shape.pop('architectures', None)\n"
                 "torch.manual_seed(0)\n"
                 f"Qwen3ForCausalLM(Qwen3Config(**shape)).to(torch.{dtype}).save_pretrained({str(folder)!r})\n"
                 f"AutoTokenizer.from_pretrained({str(WORK / 'tokenizer')!r}).save_pretrained({str(folder)!r})")
@@ -305,7 +336,7 @@ def main(argv=None) -> int:
     p.add_argument("--work", default=str(WORK), help="the work folder (default .gpu_check/ in the repository)")
     p.add_argument("--out", default=os.environ.get("OUT") or None, help="where the summary is written (default $OUT)")
     p.add_argument("--deadline-s", type=float, default=None,
-                   help="the whole check's time (default 480; the dry run's on a CPU, 900)")
+                   help="the whole check's time (default 540; the dry run's on a CPU, 900)")
     p.add_argument("--readout-items", type=int, default=None, help="MATH-500 items the Arm 1 run reads out")
     p.add_argument("--skip", default="", help=f"parts to leave out: {','.join(SHARES)}")
     args = p.parse_args(argv)
@@ -322,7 +353,7 @@ def main(argv=None) -> int:
         print(f"gpu_check: {', '.join(map(str, lacking))} missing: run `python bench/gpu_check.py --prepare` where "
               "../shared and PyPI are, and carry .gpu_check", file=sys.stderr)
         return 2
-    args.deadline_s = args.deadline_s or (900.0 if args.dry_run else 480.0)
+    args.deadline_s = args.deadline_s or (900.0 if args.dry_run else 540.0)
     summary_file = Path(args.out or WORK) / "gpu_check_summary.txt"
     summary_file.parent.mkdir(parents=True, exist_ok=True)
     return Check(args).run()

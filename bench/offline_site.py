@@ -2,8 +2,9 @@
 
 The image has Python 3.12, torch, transformers, pandas, pyarrow, sympy, PyYAML, cloudpickle and
 typing_extensions, but not hydra-core, omegaconf, antlr4-python3-runtime, submitit or
-hydra-submitit-launcher (../shared/research/gpu_wheels.md). `fetch(folder)` (here, where PyPI answers)
-downloads them as pure-Python wheels pinned to the versions this project is tested with, one version each,
+hydra-submitit-launcher (../shared/research/gpu_wheels.md), nor peft and what it needs beyond transformers
+(accelerate, psutil: psutil's wheel is a compiled abi3 one, for the image's x86_64 Linux). `fetch(folder)` (here, where PyPI answers)
+downloads them as wheels pinned to the versions this project is tested with, one version each,
 and builds antlr4's (published as a source archive only); `install(wheels, target)` (there, with no
 network) puts them into a folder of their own with pip's `--no-index --no-deps --target`, which the check
 then puts first on `PYTHONPATH`. `blocker(target, folder)` writes a `sitecustomize.py` that lets those
@@ -19,10 +20,11 @@ from pathlib import Path
 
 # name -> version: the project's pins (pyproject: hydra-core>=1.3,<1.4; omegaconf>=2.3,<2.4; submitit>=1.5;
 # hydra-submitit-launcher>=1.2,<1.3), at the versions CI installs; antlr4 is what omegaconf 2.3 requires
-WHEELS = {"hydra-core": "1.3.8", "omegaconf": "2.3.1", "submitit": "1.5.4", "hydra-submitit-launcher": "1.2.0"}
+WHEELS = {"hydra-core": "1.3.8", "omegaconf": "2.3.1", "submitit": "1.5.4", "hydra-submitit-launcher": "1.2.0",
+          "peft": "0.21.2", "accelerate": "1.16.0", "psutil": "7.2.2"}  # peft (and what it needs): lora.rank
 BUILT_HERE = {"antlr4-python3-runtime": "4.9.3"}  # no published wheel: `pip wheel` builds it from its source
 # the top-level modules they provide, which the blocker keeps to the carried copies
-MODULES = ("hydra", "omegaconf", "antlr4", "submitit", "hydra_plugins")
+MODULES = ("hydra", "omegaconf", "antlr4", "submitit", "hydra_plugins", "peft", "accelerate", "psutil")
 PLATFORM = ["--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
             "--platform", "manylinux2014_x86_64"]
 

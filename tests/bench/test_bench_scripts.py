@@ -166,7 +166,7 @@ def test_the_dry_run_s_blocker_keeps_the_carried_packages_to_their_folder(tmp_pa
     assert subprocess.run([sys.executable, "-c", "import yaml, json"], env=env).returncode == 0
     (tmp_path / "wheels").mkdir()
     (tmp_path / "wheels" / "omegaconf-2.2.0-py3-none-any.whl").touch()
-    with pytest.raises(RuntimeError, match=r"wheels missing \['antlr4-python3-runtime', 'hydra-core'"):
+    with pytest.raises(RuntimeError, match=r"wheels missing \['accelerate', 'antlr4-python3-runtime', 'hydra-core'"):
         offline_site.wheels_in(tmp_path / "wheels")
 
 

@@ -44,6 +44,9 @@ class ModelConfig:
     # decoding engine for rollouts and read-outs: `reference` (the loop over a DynamicCache),
     # `static` (preallocated cache, CUDA graphs on a GPU), `vllm` (GPU, `pip install rlvr_sweep[vllm]`)
     engine: str = setting("reference", NON_EMPTY)  # rollout.ENGINES
+    # the memory of the device the run will get, in GiB (a SLURM partition's GPUs): the run's estimated peak is
+    # checked against it before launch (`run.memory_plan`); None: a CUDA device's own, and no check on the CPU
+    device_memory_gb: Optional[float] = setting(None, above(0), identity=False)
 
 
 @dataclass
@@ -222,6 +225,9 @@ class TrainConfig:
     grad_clip: float = setting(1.0, above(0))  # max global grad norm (a negative one would flip the gradient)
     loss_recipe: str = setting("scale_then_sum", NON_EMPTY)  # update.LOSS_RECIPES; sum_then_scale: Arm 1's
     backward_micro_batch: Optional[int] = setting(None, at_least(1))  # rollouts per backward chunk; None = all
+    # recompute each decoder layer's activations in the backward pass instead of keeping them (transformers'
+    # gradient checkpointing, non-reentrant): less memory, one more forward; the same numbers, so not in the identity
+    activation_checkpointing: bool = setting(False, identity=False)
     active_steps: Optional[int] = setting(None, at_least(1))  # train until this many active steps
     max_steps: int = setting(1000, at_least(1))  # step budget when training to a number of active steps
     accumulate_questions: int = setting(1, at_least(1))  # questions per optimizer update

@@ -71,6 +71,17 @@ def load_policy(cfg: ModelConfig, folder: Path | None = None, *, lora=None, seed
                   adapter=adapted)
 
 
+def checkpoint_activations(model: torch.nn.Module) -> None:
+    """Recompute each decoder layer's activations in the backward pass (`train.activation_checkpointing`):
+    transformers' own checkpointing, non-reentrant (torch's recommended form, which restores the random state for
+    the recomputation, so dropout draws the same masks). Decoding is unaffected: it runs in eval mode."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x's name
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
 def untie_output_head(model: torch.nn.Module) -> None:
     """Give the output head its own copy of the (tied) embedding weights.
 

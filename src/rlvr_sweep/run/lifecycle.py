@@ -31,6 +31,7 @@ from rlvr_sweep.config import Config, paper_arm, scaled_length
 from rlvr_sweep.plugins import PluginCodeChanged, compiled_now, plugin_frame, unrecorded_code
 from rlvr_sweep.plugins.kept import keep_code
 from rlvr_sweep.policy import load_policy
+from rlvr_sweep.policy.loading import checkpoint_activations
 from rlvr_sweep.policy.adapter import ADAPTER, AdapterOff, adapter_record, merged_state, save_adapter
 from rlvr_sweep.policy.adapter import MARK as ADAPTER_MARK
 from rlvr_sweep.reward import get_grader, grading
@@ -74,6 +75,9 @@ def run_plan(p: Plan) -> dict:
         with _run_log(run_dir / LOGS / "run.log"), beacon.beacon_for(run_dir, phase="starting",
                                                                      checkpoint_step=resumed_at) as signal:
             info = _run_info(cfg, run_dir, policy, resume, identity)
+            if p.memory is not None:  # the preflight's estimate, beside the measured peak (CUDA) at the end
+                info["memory"] = {"estimate": p.memory.record()}
+                log.info("memory: %s", p.memory.words())
             loggers = None
             try:
                 missed = keep_code(run_dir, identity.inputs.get("plugins"))  # checkable after an edit
@@ -106,6 +110,9 @@ def run_plan(p: Plan) -> dict:
                     raise full from err
                 raise
             finally:
+                measured = peak_measured(policy.device)
+                if measured is not None:
+                    info.setdefault("memory", {})["measured_peak"] = measured
                 info["finished_at"] = time.time()
                 info["wall_seconds"] = info["finished_at"] - info["started_at"]
                 store.atomic_write_json(run_dir / store.RUN_JSON, info)
@@ -118,6 +125,12 @@ def run_plan(p: Plan) -> dict:
             _tidy(run_dir)
             _log_summary(info)
     return info
+
+
+def peak_measured(device: torch.device) -> int | None:
+    """The most memory torch's allocator held on a CUDA device during the run (None elsewhere: the CPU's allocator
+    keeps no such count; `bench/memory_estimate.py` measures the estimate's terms there)."""
+    return torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
 
 
 def _name_earlier_inputs(run_dir: Path, identity) -> None:
@@ -314,6 +327,8 @@ def _evaluate_checkpoint(cfg: Config, policy, train_rows, eval_sets, run_dir, re
 
 def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, resume, loggers, identity) -> dict:
     grader_before = grading.stats()
+    if cfg.train.activation_checkpointing:
+        checkpoint_activations(policy.model)
     grading.warm_up()  # start the sympy workers now, not inside the first timed step
     torch.manual_seed(cfg.seed)
     t = cfg.train

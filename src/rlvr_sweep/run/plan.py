@@ -3,8 +3,9 @@
 `plan(cfg)` checks the settings (`config.check_config`; then `run.choices`: each named choice against
 its registry and each setting against the options that read it), reads the data (the training rows the run uses, every benchmark's
 rows), finds the model folder (`model.path`, or the hub cache's snapshot of `model.hub_id`), refuses
-a prompt longer than the model's context (naming the file and line), digests the inputs and names the
-run folder from the identity (`store.identity`). `run(cfg)` runs the plan; `status`, the sweep
+a prompt longer than the model's context (naming the file and line) and a run whose estimated peak memory is more
+than its device holds (`run.memory_plan`), digests the inputs and names the run folder from the identity
+(`store.identity`). `run(cfg)` runs the plan; `status`, the sweep
 preflight and the tests call `plan` to find a command's run folder without running it.
 """
 
@@ -21,6 +22,7 @@ from rlvr_sweep.plugins import chosen_plugins, code_record, environment_plugins,
 from rlvr_sweep.data.canonical import is_canonical
 from rlvr_sweep.policy import ModelLoadError, resolve_model_folder
 from rlvr_sweep.policy.architecture import EXPECTED, check_architecture
+from rlvr_sweep.run import memory_plan
 from rlvr_sweep.store.identity import Identity, identify, model_digest, rows_digest
 from rlvr_sweep.store.manifest import CHECKPOINT
 
@@ -35,6 +37,7 @@ class Plan:
     model_folder: Path
     identity: Identity
     run_dir: Path
+    memory: object = None  # the estimated peak (`memory_plan.Estimate`), once `plan` has checked it fits
 
 
 def plan(cfg: Config) -> Plan:
@@ -44,6 +47,8 @@ def plan(cfg: Config) -> Plan:
     check_choices(cfg)  # every named choice against its registry, every setting against what reads it
     located = locate(cfg)
     context_problems(cfg, located.model_folder, located.train_rows, located.eval_sets)
+    located.memory = memory_plan.estimate(cfg, located.model_folder, located.train_rows, located.eval_sets)
+    memory_plan.check_fits(cfg, located.memory)  # a run that cannot fit its device is refused before anything
     return located
 
 

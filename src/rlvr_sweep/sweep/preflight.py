@@ -276,12 +276,13 @@ CHECKED_OPTUNA = "hydra_plugins.rlvr_sweep_launchers.search.CheckedOptunaSweeper
 
 
 def located_jobs(conf_dir: str, overrides: list[str], check=None, located=None, expand=None,
-                 what: str = "job", built=None) -> list[dict]:
+                 what: str = "job", built=None, memory: bool = False) -> list[dict]:
     """Every job of the sweep composed, built (then `built(cfg)`: a check of the settings alone, before any
     file is looked for) and located (`run.plan.locate`), as `job_record`s, each passed to `located(job,
     n_jobs)` as soon as it is located; then each is passed to `check(cfg, run_dir)` (the long part: every
-    job is located, and recorded, before any is checked). The first job that fails raises PreflightError
-    naming it."""
+    job is located, and recorded, before any is checked). With `memory`, each record holds the job's estimated
+    peak memory (`run.memory_plan`, in words). The first job that fails raises PreflightError naming it."""
+    from rlvr_sweep.run import memory_plan
     from rlvr_sweep.run.plan import locate
 
     found = []
@@ -302,6 +303,9 @@ def located_jobs(conf_dir: str, overrides: list[str], check=None, located=None, 
                 raise PreflightError(f"{what} {number} of {len(jobs)} ({' '.join(job)}): {one_line(err)}") from err
             found.append((job_record(number, job, cfg, where.run_dir, where.identity.run, where.identity.inputs), cfg,
                           where.run_dir))
+            if memory:
+                est = memory_plan.estimate(cfg, where.model_folder, where.train_rows, where.eval_sets)
+                found[-1][0]["memory"] = est.words() if est else "no estimate (the model's config.json has no shape)"
             if located:
                 located(found[-1][0], len(jobs))
         for record, cfg, run_dir in found if check else ():

@@ -255,7 +255,8 @@ def planned_report(jobs: list[dict]) -> tuple[list[dict], Problems]:
     for job in jobs:
         run_dir = Path(job["run_dir"])
         known = recorded.get(place(run_dir)) or recorded.get(("hash", job.get("run_hash")))
-        fields = {**{k: job.get(k) for k in FIELDS}, "run_dir": str(run_dir), "overrides": job.get("overrides")}
+        fields = {**{k: job.get(k) for k in FIELDS}, "run_dir": str(run_dir), "overrides": job.get("overrides"),
+                  **({"memory": job["memory"]} if "memory" in job else {})}
         if (run_dir / RUN_JSON).is_file():  # labelled as composed: its run.json may say otherwise (named)
             row = {**_with_job(folder_state(run_dir, problems), known), **fields}
         elif known is not None:

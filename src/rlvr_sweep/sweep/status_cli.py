@@ -113,7 +113,7 @@ def _planned(overrides: list[str]):
         raise ValueError(str(err)) from None
     line = [a for a in normalize_argv(["status", *overrides])[1:] if a not in ("-m", "--multirun")]
     try:
-        jobs = located_jobs(str(CONF_DIR), line)
+        jobs = located_jobs(str(CONF_DIR), line, memory=True)
     except PreflightError as err:
         raise ValueError(f"the sweep does not compose: {err}") from None
     return lambda: (*planned_report(jobs), [])
@@ -136,10 +136,27 @@ def render(rows: list[dict], planned: bool = False, runs: bool = False, problems
                  + ", ".join(f"{by_state[s]} {s}" for s in order if s in by_state))
     for arm, counts in by_arm.items():
         lines.append(f"  {_printable(arm)}: " + ", ".join(f"{counts[s]} {s}" for s in order if s in counts))
+    if planned and any(r.get("memory") for r in rows):
+        lines += ["", *memory_lines(rows)]
     if searches:
         lines += ["", *(_printable(line) for line in search_lines(searches))]
     if problems is not None and problems.lines:
         lines += ["", problems.summary() + ":", *(f"  {_printable(line)}" for line in problems.lines)]
+    return lines
+
+
+def memory_lines(rows: list[dict]) -> list[str]:
+    """Each row's estimated peak memory (`run.memory_plan`), said once for rows of the same estimate."""
+    by_estimate: dict[str, dict[str, int]] = {}
+    for r in rows:
+        if r.get("memory"):
+            names = by_estimate.setdefault(r["memory"], {})
+            name = str(r.get("row") or r.get("arm"))
+            names[name] = names.get(name, 0) + 1
+    lines = ["estimated peak memory (checked at launch against model.device_memory_gb, or a GPU's own memory):"]
+    for words, names in by_estimate.items():
+        shown = ", ".join(f"{name} ({n} run{'' if n == 1 else 's'})" for name, n in names.items())
+        lines.append(f"  {_printable(shown)}: {_printable(words)}")
     return lines
 
 
