@@ -266,3 +266,7 @@ def test_status_of_a_sweep_command_works_as_typed(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "2 runs: 2 new" in proc.stdout.splitlines()
+    lines = proc.stdout.splitlines()  # each row's estimated peak memory, said once for the rows that share it
+    at = lines.index("estimated peak memory (checked at launch against model.device_memory_gb, or a GPU's own memory):")
+    assert lines[at + 1].startswith("  ra_flat (2 runs): about 12.31 MiB at the peak (the training pass): the training "
+                                    "pass 10.02 MiB, AdamW moments 1.14 MiB, weights 0.57 MiB, gradients 0.57 MiB")
