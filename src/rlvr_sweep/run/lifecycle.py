@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
-import shutil
 import time
 import traceback
 from contextlib import contextmanager
@@ -32,12 +30,13 @@ from rlvr_sweep.plugins import PluginCodeChanged, compiled_now, plugin_frame, un
 from rlvr_sweep.plugins.kept import keep_code
 from rlvr_sweep.policy import load_policy
 from rlvr_sweep.policy.loading import checkpoint_activations
-from rlvr_sweep.policy.adapter import ADAPTER, AdapterOff, adapter_record, merged_state, save_adapter
+from rlvr_sweep.policy.adapter import ADAPTER, AdapterOff, adapter_record
 from rlvr_sweep.policy.adapter import MARK as ADAPTER_MARK
 from rlvr_sweep.reward import get_grader, grading
 from rlvr_sweep.rollout import static_engine, vllm_engine
 from rlvr_sweep.run import checkpoint, readouts, train
 from rlvr_sweep.run.disk import full_disk
+from rlvr_sweep.run.keep import save_adapter_folder, save_model_folder
 from rlvr_sweep.run.memory import needs_reference, size_words
 from rlvr_sweep.run.plan import Plan, data_canonical, plan
 from rlvr_sweep.run.loggers import check_loggers, open_loggers
@@ -374,8 +373,8 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
     saved = None
     if t.save_model:
         if policy.adapter:
-            _save_adapter(policy, run_dir / ADAPTER)
-        _save_model(policy, run_dir / MODEL)
+            save_adapter_folder(policy, run_dir / ADAPTER)
+        save_model_folder(policy, run_dir / MODEL)
         saved = model_digest(run_dir / MODEL)["sha256"]  # a read-out of these weights is this run's
     if cfg.eval.after:
         _read_out(cfg, policy, eval_sets, "trained", grade, state, run_dir, keys, loggers, step=state.step)
@@ -396,29 +395,6 @@ def frozen_copy(model):
     reference = copy.deepcopy(model)
     reference.requires_grad_(False)
     return reference.eval()
-
-
-def _save_model(policy, folder: Path) -> None:
-    """The final policy as a `save_pretrained` folder (weights, config, tokenizer; an adapter merged into the base
-    weights), written beside and renamed into place whole; `model.path=<run>/model` loads it."""
-    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-    merged = {"state_dict": merged_state(policy.model)} if policy.adapter else {}
-    policy.model.save_pretrained(tmp, safe_serialization=True, **merged)
-    policy.tokenizer.save_pretrained(tmp)
-    if folder.exists():  # a copy saved by this same unfinished run before it was killed
-        shutil.rmtree(folder)
-    tmp.rename(folder)
-    log.info("saved the final policy to %s", folder)
-
-
-def _save_adapter(policy, folder: Path) -> None:
-    """An adapter run's adapter as peft saves one, written beside and renamed into place whole."""
-    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-    save_adapter(policy.model, tmp, policy.source)
-    if folder.exists():
-        shutil.rmtree(folder)
-    tmp.rename(folder)
-    log.info("saved the adapter to %s", folder)
 
 
 def _accuracy_by_source(benchmark: str, graded: list[dict]) -> dict:
