@@ -46,9 +46,10 @@ def gpu_work(tmp_path_factory):
     work = tmp_path_factory.mktemp("gpu") / "work"
     out = bench("gpu_check.py", "--prepare", "--tokenizer", str(QWEN3_TOKENIZER), "--data", str(data), "--work",
                 str(work), tmp_path=work.parent)
-    assert out.startswith(f"prepared {work}: tokenizer, data, 5 wheels") and "mode=" not in out  # prepares, runs nothing
+    assert out.startswith(f"prepared {work}: tokenizer, data, 8 wheels") and "mode=" not in out  # prepares, runs nothing
     assert sorted(p.name.split("-")[0] for p in (work / "wheels").glob("*.whl")) == [
-        "antlr4_python3_runtime", "hydra_core", "hydra_submitit_launcher", "omegaconf", "submitit"]
+        "accelerate", "antlr4_python3_runtime", "hydra_core", "hydra_submitit_launcher", "omegaconf", "peft", "psutil",
+        "submitit"]
     return work
 
 
@@ -65,8 +66,10 @@ def test_the_gpu_check_dry_run_installs_the_carried_wheels_offline_and_runs_ever
     out = bench("gpu_check.py", "--dry-run", "--work", str(gpu_work), "--out", str(tmp_path), tmp_path=tmp_path)
     figures = figures_of(out)
     assert figures["mode"] == "dry_run_cpu" and figures["dependencies_missing"] == "none", out
-    assert figures["dependencies_from_carried_wheels"] == "hydra,omegaconf,antlr4,submitit"
-    assert all(figures[f"{part}_ok"] == "True" for part in ("install", "engine", "arm1")), out
+    assert figures["dependencies_from_carried_wheels"] == "hydra,omegaconf,antlr4,submitit,peft"
+    assert all(figures[f"{part}_ok"] == "True" for part in ("install", "engine", "arm1", "bigger")), out
+    for case in ("full", "lora"):  # the 1.7B-shaped runs (2 layers of width 64 here): the estimate, no CUDA peak
+        assert float(figures[f"bigger_{case}_estimate_gib"]) > 0 and figures[f"bigger_{case}_measured_peak_gib"] == "None"
     assert figures["tests_ok"] == "False" and "test_gpu.py skipped or failed: a GPU check whose GPU tests did not " \
                                               "run checked nothing" in figures["tests_error"]
     assert int(figures["arm1_steps"]) == 2 and float(figures["arm1_projected_50_steps_upper_bound_s"]) > 0
