@@ -55,6 +55,17 @@ def test_the_kept_terms_by_hand(name, published, untied):
                          "KL reference copy": 0, "tail average": 0}
 
 
+def test_sharding_divides_the_kept_terms_and_gathers_a_layer_and_the_ends():
+    cfg = compose_cfg(["+arm=ra_flat", "model=qwen3_1_7b_base"])
+    shape, prompts = shape_of("qwen3_1_7b_base"), {"train": 200, "eval": 200}
+    one, two = (estimate_for(cfg, shape, 1_720_574_976, prompts, shards) for shards in (1, 2))
+    untied = 1_720_574_976 + 151_936 * 2048
+    assert two.kept["weights"] == untied and two.kept["AdamW moments"] == 2 * untied  # bf16: 2 bytes, halved
+    layer = 2048 * (2 * 16 + 2 * 8) * 128 + 3 * 2048 * 6144
+    assert two.kept["weights gathered for a forward"] == 2 * (layer + 2 * 151_936 * 2048)
+    assert two.working == one.working  # the computation is replicated on every rank (`run.ranks`)
+
+
 def test_the_kept_terms_are_the_real_tensors_of_a_run():
     """The tiny model as a run holds it after an update: its weights, their gradients and AdamW's moments."""
     for lora in (None, 4):
@@ -127,7 +138,24 @@ def test_a_run_that_cannot_fit_is_refused_in_one_line_naming_what_would(qwen3_4b
     assert "more than model.device_memory_gb=80 holds (80.00 GiB); the largest term is the training pass" in line
     assert "it would fit with lora.rank=16 (about" not in line  # an adapter saves the moments, not the activations
     assert "train.activation_checkpointing=true (about" in line and "train.backward_micro_batch=1 (about" in line
+    assert line.endswith("or sharding over 2 ranks (torchrun --nproc-per-node 2, or hydra.launcher.tasks_per_node=2) "
+                         "(about 65.44 GiB)")  # the fewest ranks that hold it
     assert not (tmp_path / "runs").exists()
     assert plan(compose_cfg([*args, "model.device_memory_gb=80", "train.activation_checkpointing=true"])).memory.peak \
         < 80 * GIB
     assert plan(compose_cfg([*args, "model.device_memory_gb=141"])).memory.peak > 80 * GIB  # an H200 holds it
+
+
+def test_a_slurm_sweep_is_planned_for_the_ranks_each_run_will_have(qwen3_4b, tmp_path):
+    """The preflight runs on a login node: the line's `hydra.launcher.tasks_per_node` says how many ranks each run
+    will shard over, and its memory is planned for them."""
+    from rlvr_sweep.sweep.preflight import PreflightError, check_sweep
+    from tests.conftest import CONF_DIR
+
+    data = need_data("math_train.jsonl", "math500.jsonl")
+    line = ["+arm=ra_flat", "model=qwen3_4b_base", f"model.path={qwen3_4b}", f"data.root={data}",
+            "eval.benchmarks=[math500]", f"run.out_root={tmp_path}/runs", "model.device_memory_gb=80", "seed=1"]
+    with pytest.raises(PreflightError, match="DoesNotFit|more than model.device_memory_gb=80 holds"):
+        check_sweep(str(CONF_DIR), line, record=False)
+    assert check_sweep(str(CONF_DIR), [*line, "hydra/launcher=slurm_debug", "hydra.launcher.tasks_per_node=2"],
+                       record=False) == 1

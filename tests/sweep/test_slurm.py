@@ -205,6 +205,31 @@ def test_smoke_sweep_through_slurm_is_collected(tmp_path, capsys):
               f"sbatch -> collected {since_sbatch:.1f}s")
 
 
+@pytest.mark.slow
+def test_one_run_over_two_slurm_tasks_is_the_one_process_run(tmp_path):
+    """`hydra.launcher.tasks_per_node=2`: the job's two tasks are one run's two ranks (submitit's own rendezvous,
+    gloo, FSDP2): rank 0 writes the run folder, whose rollouts and rewards before the first update are the
+    one-process run's."""
+    from rlvr_sweep.run import run
+
+    require_controller()
+    args = ["+arm=ra_flat", *SMOKE, "model.engine=reference"]
+    cmd = launch_cmd(tmp_path, [*args, "hydra.launcher.tasks_per_node=2", "-m", "seed=42"])
+    proc = subprocess.run(cmd, cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, failure_report(tmp_path, proc)
+    run_dir = run_dir_of(compose_cfg([*args, "seed=42", f"run.out_root={tmp_path}/runs"]))
+    info = results.read_run_json(run_dir)
+    assert results.is_finished(run_dir) and info["status"] == "finished" and info["world_size"] == 2, \
+        failure_report(tmp_path, proc)
+    one = Path(run(compose_cfg([*args, "seed=42", f"run.out_root={tmp_path}/one"]))["run_dir"])
+    assert one.name == run_dir.name and sorted(p.name for p in one.iterdir()) == sorted(p.name for p in run_dir.iterdir())
+    steps = results.read_table(one, "steps")
+    first = int(steps.loc[steps["action"] == "backward_step", "step"].min())
+    pairs = [results.read_table(d, "pairs") for d in (one, run_dir)]
+    before = [p[p["step"] <= first].drop(columns=[c for c in p.columns if c in results.RUN_KEYS]) for p in pairs]
+    assert before[0].equals(before[1])
+
+
 def test_a_cluster_without_accounting_is_said_once_per_sweep(tmp_path, monkeypatch, capfd, caplog):
     """submitit's watcher polls a `sacct` that fails as it does without accounting storage: inside a launch
     (`_sacct_said_once`) neither sacct's stderr nor submitit's warnings reach the terminal at each poll; one

@@ -56,6 +56,8 @@ def check_supported(model: torch.nn.Module) -> Qwen3Shape:
         raise UnsupportedModel(f"{type(model).__name__} is not a Qwen3ForCausalLM-shaped model")
     if getattr(cfg, "model_type", None) != "qwen3":
         raise UnsupportedModel(f"model_type {getattr(cfg, 'model_type', None)!r} is not 'qwen3'")
+    if type(model).__name__.startswith("FSDP"):
+        raise UnsupportedModel("sharded over ranks (FSDP2): the static step reads whole weights")
     if any(hasattr(module, "lora_A") for module in inner.layers.modules()):
         raise UnsupportedModel("LoRA adapter layers (lora.rank): the static step reads the base weights alone")
     layer_types = getattr(cfg, "layer_types", None) or ["full_attention"] * cfg.num_hidden_layers

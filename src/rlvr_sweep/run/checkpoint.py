@@ -19,6 +19,7 @@ import torch
 
 from rlvr_sweep.io import atomic_write
 from rlvr_sweep.policy.adapter import has_adapter, load_trained_state, trained_state
+from rlvr_sweep.run import ranks
 from rlvr_sweep.store.manifest import CHECKPOINT  # noqa: F401  (the file this module writes)
 
 
@@ -27,8 +28,17 @@ class CheckpointError(RuntimeError):
 
 
 def save(run_dir: Path, *, model, optimizer, generator: torch.Generator, tail, progress: dict) -> None:
+    """Write the checkpoint. A model sharded over ranks (`run.ranks`) is gathered whole onto rank 0, which alone
+    writes it, with AdamW's state keyed by parameter name; every rank must call this."""
+    if ranks.is_sharded(model):
+        model_state, optimizer_state = ranks.full_model_state(model), ranks.full_optimizer_state(model, optimizer)
+        if not ranks.world().lead:
+            return
+    else:
+        model_state = trained_state(model) if has_adapter(model) else model.state_dict()
+        optimizer_state = optimizer.state_dict()
     payload = {
-        "model": trained_state(model) if has_adapter(model) else model.state_dict(), "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
+        "model": model_state, "optimizer": optimizer_state, "generator": generator.get_state(),
         "torch_rng": torch.get_rng_state(), "tail": tail.state() if tail else None, "progress": progress,
         "run_hash": progress["run_hash"],
     }
@@ -52,12 +62,17 @@ def load(run_dir: Path, run_hash: str) -> dict | None:
 
 
 def restore(payload: dict, *, model, optimizer, generator: torch.Generator, tail) -> dict:
-    """Load the saved states into live objects; returns the saved progress."""
-    if has_adapter(model):
+    """Load the saved states into live objects; returns the saved progress. A model sharded over ranks takes its
+    share of the whole state; a checkpoint written by sharded ranks (AdamW's state keyed by name) loads into one."""
+    by_name = any(isinstance(k, str) for k in payload["optimizer"].get("state", {}))
+    if ranks.is_sharded(model) or by_name:
+        ranks.load_full_state(model, optimizer, payload["model"], payload["optimizer"])
+    elif has_adapter(model):
         load_trained_state(model, payload["model"])
     else:
         model.load_state_dict(payload["model"])
-    optimizer.load_state_dict(payload["optimizer"])
+    if not (ranks.is_sharded(model) or by_name):
+        optimizer.load_state_dict(payload["optimizer"])
     generator.set_state(payload["generator"])
     torch.set_rng_state(payload["torch_rng"])
     if tail and payload["tail"]:

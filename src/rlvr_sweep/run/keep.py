@@ -1,6 +1,7 @@
 """What a finished training run keeps of its policy (`train.save_model`): `model/`, a `save_pretrained` folder that
 `model.path=<run>/model` loads (a LoRA run's adapter merged into the base weights), and a LoRA run's `adapter/` as
-peft saves one. Each is written beside its place and renamed into it whole.
+peft saves one. Each is written beside its place and renamed into it whole; a model sharded over ranks is gathered
+onto rank 0, which alone writes it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import shutil
 from pathlib import Path
 
 from rlvr_sweep.policy.adapter import merged_state, save_adapter
+from rlvr_sweep.run import ranks
 
 log = logging.getLogger(__name__)
 
@@ -19,8 +21,13 @@ def save_model_folder(policy, folder: Path) -> None:
     """The final policy as a `save_pretrained` folder (weights, config, tokenizer; an adapter merged into the base
     weights), written beside and renamed into place whole; `model.path=<run>/model` loads it."""
     tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-    merged = {"state_dict": merged_state(policy.model)} if policy.adapter else {}
-    policy.model.save_pretrained(tmp, safe_serialization=True, **merged)
+    if ranks.is_sharded(policy.model):  # gathered whole onto rank 0 (every rank takes part), which alone keeps it
+        whole = {"state_dict": ranks.full_model_state(policy.model)}
+        if not ranks.world().lead:
+            return
+    else:
+        whole = {"state_dict": merged_state(policy.model)} if policy.adapter else {}
+    policy.model.save_pretrained(tmp, safe_serialization=True, **whole)
     policy.tokenizer.save_pretrained(tmp)
     if folder.exists():  # a copy saved by this same unfinished run before it was killed
         shutil.rmtree(folder)

@@ -15,7 +15,10 @@ run.json, after freeing what it can (its temporary files: on a full disk, they a
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
+import shutil
+import tempfile
 import time
 import traceback
 from contextlib import contextmanager
@@ -25,7 +28,7 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from rlvr_sweep import data, evaluation, store
-from rlvr_sweep.config import Config, paper_arm, scaled_length
+from rlvr_sweep.config import Config, LoggerConfig, paper_arm, scaled_length
 from rlvr_sweep.plugins import PluginCodeChanged, compiled_now, plugin_frame, unrecorded_code
 from rlvr_sweep.plugins.kept import keep_code
 from rlvr_sweep.policy import load_policy
@@ -34,7 +37,7 @@ from rlvr_sweep.policy.adapter import ADAPTER, AdapterOff, adapter_record
 from rlvr_sweep.policy.adapter import MARK as ADAPTER_MARK
 from rlvr_sweep.reward import get_grader, grading
 from rlvr_sweep.rollout import static_engine, vllm_engine
-from rlvr_sweep.run import checkpoint, readouts, train
+from rlvr_sweep.run import checkpoint, ranks, readouts, train
 from rlvr_sweep.run.disk import full_disk
 from rlvr_sweep.run.keep import save_adapter_folder, save_model_folder
 from rlvr_sweep.run.memory import needs_reference, size_words
@@ -58,7 +61,17 @@ def run(cfg: Config) -> dict:
     return run_plan(plan(cfg))
 
 
-def run_plan(p: Plan) -> dict:
+def run_plan(p: Plan, lead_dir: Path | None = None) -> dict:
+    """Run the plan. Over several ranks (`run.ranks`) rank 0 runs it as one process would; another rank follows it
+    in a scratch folder of its own (`lead_dir`: the leader's run folder, which it reads only)."""
+    w = ranks.world()
+    if w.size > 1 and lead_dir is None:
+        refused = ranks.refusals(p.cfg, w)
+        if refused:
+            raise ranks.RanksError("; ".join(refused))
+        ranks.start(w, p.cfg.model.device)
+        if not w.lead:
+            return _follow(p, w)
     cfg, run_dir, identity = p.cfg, p.run_dir, p.identity
     if store.is_finished(run_dir):
         return _skip_finished(run_dir)
@@ -69,7 +82,14 @@ def run_plan(p: Plan) -> dict:
             torch.set_num_threads(cfg.train.num_threads)
         hf_logging.disable_progress_bar()  # the run reports its own progress
         policy = load_policy(cfg.model, p.model_folder, lora=cfg.lora, seed=cfg.seed)
-        resume = _resume_or_start(cfg, run_dir, identity)
+        if w.size > 1:
+            ranks.shard(policy.model)
+        if lead_dir is None:
+            resume = _resume_or_start(cfg, run_dir, identity)
+            ranks.barrier()  # the leader's folder is ready: a follower may read what it resumes from
+        else:
+            ranks.barrier()
+            resume = _resume_as(cfg, lead_dir, run_dir, identity)
         resumed_at = resume["progress"]["step"] if resume and not resume.get("from_grades") else None
         with _run_log(run_dir / LOGS / "run.log"), beacon.beacon_for(run_dir, phase="starting",
                                                                      checkpoint_step=resumed_at) as signal:
@@ -86,7 +106,7 @@ def run_plan(p: Plan) -> dict:
                 store.atomic_write_json(run_dir / store.RUN_JSON, info)
                 log.info("run %s -> %s", cfg.arm, run_dir)
                 _name_earlier_inputs(run_dir, identity)
-                loggers = open_loggers(cfg.logger, run_dir / LOGS, resume["progress"].get("step") if resume else None,
+                loggers = open_loggers(cfg.logger if lead_dir is None else LoggerConfig(), run_dir / LOGS, resume["progress"].get("step") if resume else None,
                                        run_id=f"{cfg.arm}-{identity.run}-s{cfg.seed}", name=run_dir.name)
                 if not resume:
                     loggers.log_config(store.config_dict(cfg))
@@ -124,6 +144,29 @@ def run_plan(p: Plan) -> dict:
             _tidy(run_dir)
             _log_summary(info)
     return info
+
+
+def _follow(p: Plan, w) -> dict:
+    """A rank other than 0: the leader's steps in a scratch folder of its own, removed after (`run.ranks`)."""
+    if store.is_finished(p.run_dir):
+        return {**store.read_run_json(p.run_dir), "skipped": True}
+    scratch = Path(tempfile.mkdtemp(prefix=f"rlvr_sweep-rank{w.rank}-")) / p.run_dir.name
+    try:
+        return run_plan(dataclasses.replace(p, run_dir=scratch), lead_dir=p.run_dir)
+    finally:
+        shutil.rmtree(scratch.parent, ignore_errors=True)
+
+
+def _resume_as(cfg: Config, lead_dir: Path, run_dir: Path, identity) -> dict | None:
+    """What the leader resumed from, read from its folder (after it prepared it): its checkpoint, or the
+    benchmarks its first read-out graded; a follower's own folder starts fresh."""
+    store.prepare_run_dir(cfg, run_dir)
+    resume = checkpoint.load(lead_dir, identity.run)
+    if resume is None:
+        graded = _graded_so_far(lead_dir)
+        if graded:
+            return {"progress": {"step": 0, "grades": graded}, "from_grades": True}
+    return resume
 
 
 def peak_measured(device: torch.device) -> int | None:
@@ -247,7 +290,9 @@ def _run_info(cfg: Config, run_dir, policy, resume, identity) -> dict:
         "params": _model_size(policy),  # P of the FLOP proxies
     }
     if policy.adapter:
-        info["adapter"] = adapter_record(policy.model)  # what trains: its parameter count, layers and peft config
+        info["adapter"] = adapter_record(policy.model)
+    if ranks.world().size > 1:
+        info["world_size"] = ranks.world().size  # FSDP2 over the ranks (`run.ranks`): not part of the identity  # what trains: its parameter count, layers and peft config
     plugin_lengths = _plugin_lengths(cfg)
     if plugin_lengths:
         info["plugin_lengths"] = plugin_lengths  # beside rollout_cap and readout_cap: what the run used
@@ -375,7 +420,8 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
         if policy.adapter:
             save_adapter_folder(policy, run_dir / ADAPTER)
         save_model_folder(policy, run_dir / MODEL)
-        saved = model_digest(run_dir / MODEL)["sha256"]  # a read-out of these weights is this run's
+        if (run_dir / MODEL).is_dir():  # a follower rank keeps none
+            saved = model_digest(run_dir / MODEL)["sha256"]  # a read-out of these weights is this run's
     if cfg.eval.after:
         _read_out(cfg, policy, eval_sets, "trained", grade, state, run_dir, keys, loggers, step=state.step)
     return {

@@ -101,20 +101,23 @@ class Estimate:
         return {"peak": self.peak, "phase": self.phase, "kept": dict(self.kept), "working": dict(self.working)}
 
 
-def estimate(cfg: Config, folder: Path, train_rows: list[dict], eval_sets: dict) -> Estimate | None:
-    """The run's peak memory from its settings and model folder; None when the folder's config lacks a shape."""
+def estimate(cfg: Config, folder: Path, train_rows: list[dict], eval_sets: dict, shards: int = 1) -> Estimate | None:
+    """The run's peak memory on each of its `shards` ranks from its settings and model folder; None when the
+    folder's config lacks a shape."""
     shape = Shape.of(folder)
     if shape is None:
         return None
     prompts = _prompt_tokens(cfg, folder, train_rows, eval_sets)
-    return estimate_for(cfg, shape, parameter_count(folder), prompts)
+    return estimate_for(cfg, shape, parameter_count(folder), prompts, shards)
 
 
-def estimate_for(cfg: Config, shape: Shape, params: int | None, prompts: dict[str, int]) -> Estimate:
-    """`estimate` from a shape, the folder's parameter count (None: from the shape) and the longest prompt of
-    training (`train`) and of the read-outs (`eval`)."""
+def estimate_for(cfg: Config, shape: Shape, params: int | None, prompts: dict[str, int], shards: int = 1) -> Estimate:
+    """`estimate` from a shape, the folder's parameter count (None: from the shape), the longest prompt of
+    training (`train`) and of the read-outs (`eval`), and the ranks the weights are sharded over (`run.ranks`:
+    weights, gradients and moments divided among them, one decoder layer and the embedding and head gathered whole
+    for a forward)."""
     b = DTYPE_BYTES[cfg.model.dtype]
-    inputs = (shape, params, prompts)
+    inputs = (shape, params, prompts, shards)
     if params is None:
         params = _shape_parameters(shape)
     if shape.tied and cfg.model.untie_embeddings:
@@ -126,6 +129,11 @@ def estimate_for(cfg: Config, shape: Shape, params: int | None, prompts: dict[st
             "AdamW moments": 2 * trained * trained_bytes,
             "KL reference copy": params * b if needs_reference(cfg.objective) and not lora.enabled else 0,
             "tail average": trained * 4 if cfg.train.tail_average else 0}
+    if shards > 1:
+        kept = {k: -(-v // shards) for k, v in kept.items()}
+        s = shape
+        layer = s.hidden * (2 * s.q_heads + 2 * s.kv_heads) * s.head_dim + 3 * s.hidden * s.intermediate
+        kept["weights gathered for a forward"] = (layer + 2 * s.vocab * s.hidden) * b
     working = {"the training pass": _training_pass(cfg, shape, prompts.get("train", 0), b) if cfg.task == "train" else 0,
                "decoding": _decoding(cfg, shape, prompts, b),
                "the optimizer step": 2 * trained * trained_bytes if cfg.task == "train" else 0}
@@ -252,7 +260,7 @@ def check_fits(cfg: Config, est: Estimate | None) -> None:
     if held is None or est.peak <= held[0]:
         return
     name, size = est.largest()
-    fixes = [f"{what} (about {size_words(e.peak)})" for what, e in _alternatives(cfg, est) if e.peak <= held[0]]
+    fixes = [f"{what} (about {size_words(e.peak)})" for what, e in _alternatives(cfg, est, held[0]) if e.peak <= held[0]]
     raise DoesNotFit(f"this run needs {est.words()}, more than {held[1]} holds ({size_words(held[0])}); the largest "
                      f"term is {name} ({size_words(size)}); "
                      + (f"it would fit with {'; or '.join(fixes)}" if fixes else
@@ -260,9 +268,9 @@ def check_fits(cfg: Config, est: Estimate | None) -> None:
                         "makes it fit: use a device with more memory or a smaller model"))
 
 
-def _alternatives(cfg: Config, est: Estimate):
+def _alternatives(cfg: Config, est: Estimate, held: int):
     """(settings, their estimate) for each change that lowers the peak: an adapter, activation checkpointing, one
-    rollout per backward chunk, and all of them together."""
+    rollout per backward chunk, all of them together, and the fewest ranks (2, 4 or 8) that hold the run sharded."""
     changes = []
     if not cfg.lora.enabled:
         changes.append(("lora.rank=16", "lora", {"rank": 16}))
@@ -272,6 +280,15 @@ def _alternatives(cfg: Config, est: Estimate):
         changes.append(("train.backward_micro_batch=1", "train", {"backward_micro_batch": 1}))
     if len(changes) > 1:
         changes.append((" and ".join(what for what, _, _ in changes), None, None))
+    shape, params, prompts, shards = est.inputs
+    sharded = []
+    if shards == 1 and not cfg.lora.enabled:
+        for n in (2, 4, 8):
+            e = estimate_for(cfg, shape, params, prompts, n)
+            if e.peak <= held:
+                sharded = [(f"sharding over {n} ranks (torchrun --nproc-per-node {n}, or "
+                            f"hydra.launcher.tasks_per_node={n})", e)]
+                break
 
     def changed(section, values):
         if section is not None:
@@ -281,4 +298,4 @@ def _alternatives(cfg: Config, est: Estimate):
             out = dataclasses.replace(out, **{part: dataclasses.replace(getattr(out, part), **vals)})
         return out
 
-    return [(what, estimate_for(changed(section, values), *est.inputs)) for what, section, values in changes]
+    return [(what, estimate_for(changed(section, values), *est.inputs)) for what, section, values in changes] + sharded

@@ -22,7 +22,7 @@ from rlvr_sweep.plugins import chosen_plugins, code_record, environment_plugins,
 from rlvr_sweep.data.canonical import is_canonical
 from rlvr_sweep.policy import ModelLoadError, resolve_model_folder
 from rlvr_sweep.policy.architecture import EXPECTED, check_architecture
-from rlvr_sweep.run import memory_plan
+from rlvr_sweep.run import memory_plan, ranks
 from rlvr_sweep.store.identity import Identity, identify, model_digest, rows_digest
 from rlvr_sweep.store.manifest import CHECKPOINT
 
@@ -40,14 +40,16 @@ class Plan:
     memory: object = None  # the estimated peak (`memory_plan.Estimate`), once `plan` has checked it fits
 
 
-def plan(cfg: Config) -> Plan:
+def plan(cfg: Config, shards: int | None = None) -> Plan:
+    """`shards`: the ranks the run's policy will be sharded over (`run.ranks`); None: this process's world."""
     check_config(cfg)
     from rlvr_sweep.run.choices import check_choices  # the registries: torch
 
     check_choices(cfg)  # every named choice against its registry, every setting against what reads it
     located = locate(cfg)
     context_problems(cfg, located.model_folder, located.train_rows, located.eval_sets)
-    located.memory = memory_plan.estimate(cfg, located.model_folder, located.train_rows, located.eval_sets)
+    located.memory = memory_plan.estimate(cfg, located.model_folder, located.train_rows, located.eval_sets,
+                                          shards=shards or ranks.world().size)
     memory_plan.check_fits(cfg, located.memory)  # a run that cannot fit its device is refused before anything
     return located
 

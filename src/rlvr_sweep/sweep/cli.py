@@ -7,6 +7,7 @@ twice; `sweep.command_line` makes the line one Hydra takes before it parses it.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import traceback
 import warnings
@@ -136,6 +137,10 @@ def main() -> None:
         print(f"rlvr_sweep: {_PLUGIN_ERROR}", file=sys.stderr, flush=True)
         sys.exit(EXIT_BAD_INPUT)
     sys.argv = normalize_argv(sys.argv)
+    if any(a in MULTIRUN_FLAGS for a in sys.argv[1:2]) and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        print("rlvr_sweep: torchrun launches one run over its ranks: drop -m (a sweep whose runs each take several "
+              "GPUs: -m hydra/launcher=submitit_slurm hydra.launcher.tasks_per_node=N)", file=sys.stderr, flush=True)
+        sys.exit(EXIT_BAD_INPUT)
     if any(a in MULTIRUN_FLAGS for a in sys.argv[1:2]) and not any(a.startswith("--") for a in sys.argv[2:]):
         _preflight(sys.argv[2:])
     elif not any(a.startswith("-") for a in sys.argv[1:]):

@@ -119,11 +119,12 @@ def check_sweep(conf_dir: str, overrides: list[str], record: bool = True, notes:
     from rlvr_sweep.store import is_finished
 
     references: dict[str, int] = {}
+    shards = ranks_per_run(overrides)
 
     def check(cfg, run_dir) -> None:
         check_loggers(cfg.logger)
         if not is_finished(run_dir):  # a finished run was checked when it ran
-            planned = plan(cfg)
+            planned = plan(cfg, shards)
             if needs_reference(cfg.objective):
                 note = reference_note(cfg.model.dtype, planned.model_folder)
                 references[note] = references.get(note, 0) + 1
@@ -141,6 +142,16 @@ def check_sweep(conf_dir: str, overrides: list[str], record: bool = True, notes:
     if notes is not None:
         notes += [f"{n} job(s) keep {note}" for note, n in references.items()]
     return len(jobs)
+
+
+def ranks_per_run(overrides: list[str]) -> int:
+    """The ranks each run of a SLURM sweep will have (`hydra.launcher.tasks_per_node` x `nodes` on the line;
+    `run.ranks`), which its memory plan divides the sharded terms among."""
+    given = {o.split("=", 1)[0].lstrip("+"): o.split("=", 1)[1] for o in overrides if "=" in o}
+    try:
+        return max(1, int(given.get("hydra.launcher.tasks_per_node", 1)) * int(given.get("hydra.launcher.nodes", 1)))
+    except ValueError:  # a swept value: Hydra refuses sweeping its own settings
+        return 1
 
 
 def search_jobs(conf_dir: str, overrides: list[str]) -> list[list[str]]:
@@ -304,7 +315,8 @@ def located_jobs(conf_dir: str, overrides: list[str], check=None, located=None, 
             found.append((job_record(number, job, cfg, where.run_dir, where.identity.run, where.identity.inputs), cfg,
                           where.run_dir))
             if memory:
-                est = memory_plan.estimate(cfg, where.model_folder, where.train_rows, where.eval_sets)
+                est = memory_plan.estimate(cfg, where.model_folder, where.train_rows, where.eval_sets,
+                                           shards=ranks_per_run(overrides))
                 found[-1][0]["memory"] = est.words() if est else "no estimate (the model's config.json has no shape)"
             if located:
                 located(found[-1][0], len(jobs))

@@ -1,0 +1,133 @@
+"""One run over several processes: `torchrun --nproc-per-node N -m rlvr_sweep ...`, or N SLURM tasks of a job
+(`hydra.launcher.tasks_per_node=N`, the rendezvous from submitit's own `TorchDistributedEnvironment`).
+
+The policy's weights, gradients and AdamW state are sharded over the ranks with torch's FSDP2 (`fully_shard` on
+each decoder layer and on the model), so the kept memory of `run.memory_plan` is divided by N. The computation is
+replicated: every rank draws the same rollouts from the same generator (the sharded model gathers each layer's
+weights for its forward), credits them alike and backpropagates the whole group; FSDP2 averages the N equal
+gradients into each rank's shard. So the rollouts, rewards and credit do not depend on N; the weights agree with a
+one-process run to rounding (the gradient's norm is reduced in another order: measured 2e-7 after 6 float32 steps
+of the tiny model at lr 1e-3), and the world size is recorded in run.json, not in the identity. Splitting the
+decoding and the backward over the ranks is not done yet.
+
+Rank 0 leads: it owns the run folder (lock, tables, checkpoints, the kept model) exactly as a one-process run does.
+Every other rank follows in a scratch folder of its own, removed at the end: it runs the same steps (each
+collective needs every rank), resumes from the leader's checkpoint, and keeps nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from rlvr_sweep.config import ConfigError
+
+
+class RanksError(ConfigError):
+    """A setting a run over several ranks cannot take (yet); names it."""
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+
+    @property
+    def lead(self) -> bool:
+        return self.rank == 0
+
+
+def world() -> World:
+    """This process's place: torchrun's RANK / WORLD_SIZE / LOCAL_RANK, else a SLURM job's tasks (exported the way
+    submitit's `TorchDistributedEnvironment` does), else one process."""
+    if "RANK" not in os.environ and int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "SLURM_JOB_ID" in os.environ:
+        from submitit.helpers import TorchDistributedEnvironment
+
+        TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+    return World(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
+                 int(os.environ.get("LOCAL_RANK", 0)))
+
+
+def start(w: World, device: str) -> None:
+    """Join the ranks' process group (NCCL on CUDA, gloo on the CPU), once per process."""
+    import torch
+    import torch.distributed as dist
+
+    if w.size == 1 or dist.is_initialized():
+        return
+    cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    if cuda:
+        torch.cuda.set_device(w.local_rank)
+    dist.init_process_group("nccl" if cuda else "gloo", rank=w.rank, world_size=w.size)
+
+
+def refusals(cfg, w: World) -> list[str]:
+    """What a run over several ranks cannot take yet, one phrase each."""
+    if w.size == 1:
+        return []
+    from rlvr_sweep.run.memory import needs_reference
+
+    why = {"lora.rank": cfg.lora.enabled, "a KL reference (objective.kl_beta / measure_kl)": needs_reference(cfg.objective),
+           "train.tail_average": bool(cfg.train.tail_average), "train.unit_question_grad": cfg.train.unit_question_grad,
+           f"model.engine={cfg.model.engine} (it reads unsharded weights; use reference or auto)":
+               cfg.model.engine in ("static", "vllm")}
+    return [f"{what} is not supported over {w.size} ranks yet" for what, refused in why.items() if refused]
+
+
+def shard(model):
+    """FSDP2 over the ranks: each decoder layer, then the model (its embedding, norm and head)."""
+    from torch.distributed.fsdp import fully_shard
+
+    for layer in model.model.layers:
+        fully_shard(layer)
+    fully_shard(model)
+    return model
+
+
+def is_sharded(model) -> bool:
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+def barrier() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def full_model_state(model) -> dict:
+    """The whole model's state, gathered onto rank 0's CPU (every rank must call it; the others get {})."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def full_optimizer_state(model, optimizer) -> dict:
+    """AdamW's state, gathered onto rank 0's CPU, keyed by parameter name (every rank calls it)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    return get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def load_full_state(model, optimizer, model_state: dict, optimizer_state: dict) -> None:
+    """A whole state (a checkpoint's) into a sharded or unsharded model and its AdamW: each rank keeps its share.
+    `optimizer_state` keyed by parameter name, or by index as `optimizer.state_dict()` keys it."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict, set_optimizer_state_dict
+
+    options = StateDictOptions(full_state_dict=True)
+    set_model_state_dict(model, model_state, options=options)
+    set_optimizer_state_dict(model, optimizer, by_name(model, optimizer_state), options=options)
+
+
+def by_name(model, state: dict) -> dict:
+    """An optimizer state keyed by parameter index (`optimizer.state_dict()`, over the model's trained parameters
+    in order) keyed by parameter name instead; a state keyed by name is returned as it is."""
+    if not state.get("state") or all(isinstance(k, str) for k in state["state"]):
+        if all(isinstance(p, str) for g in state.get("param_groups", []) for p in g["params"]):
+            return state
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    return {"state": {names[i]: s for i, s in state["state"].items()},
+            "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in state["param_groups"]]}

@@ -1,0 +1,147 @@
+"""One run over two ranks (`run.ranks`: torchrun, gloo on the CPU, FSDP2 sharding): the same folder and files as one
+process, the same rollouts and rewards before the first update (and the same tokens after, on this machine), the
+weights within the tolerance Adam's sign-like first steps allow; settings it cannot take are refused."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rlvr_sweep import store
+from rlvr_sweep.run import ranks
+from tests.conftest import REPO
+from tests.helpers import compose_cfg, run_dir_of
+
+ARGS = ["+arm=ra_flat", "profile=smoke", "train.steps=4", "train.checkpoint_every=2", "eval.limit=8",
+        "model.engine=reference"]
+
+
+def torchrun(args: list[str], cwd: Path, nproc: int = 2) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
+                           "--standalone", "-m", "rlvr_sweep", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_two_gloo_ranks_write_the_one_process_runs_folder(tmp_path):
+    from rlvr_sweep.run import run
+
+    one = Path(run(compose_cfg([*ARGS, f"run.out_root={tmp_path}/one"]))["run_dir"])
+    proc = torchrun([*ARGS, f"run.out_root={tmp_path}/two"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    two = run_dir_of(compose_cfg([*ARGS, f"run.out_root={tmp_path}/two"]))
+    assert two.name == one.name  # the same identity: the world size is not part of it
+    assert sorted(p.name for p in two.iterdir()) == sorted(p.name for p in one.iterdir())  # written once, by rank 0
+    assert store.read_run_json(two)["world_size"] == 2 and "world_size" not in store.read_run_json(one)
+    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("rlvr_sweep-rank1-*/" + two.name))  # scratch removed
+    tables = {name: [store.read_table(d, name).drop(columns=["seconds"], errors="ignore") for d in (one, two)]
+              for name in ("steps", "rollouts", "pairs", "grades")}
+    steps = tables["steps"][0]
+    first = int(steps.loc[steps["action"] == "backward_step", "step"].min())  # the first update that moved weights
+    rollouts = [r[r["step"] <= first] for r in tables["rollouts"]]
+    for column in ("tokens", "text", "reward", "correct"):  # drawn from the same weights by the same generator
+        if column in rollouts[0]:
+            assert [list(v) if hasattr(v, "__len__") and not isinstance(v, str) else v for v in rollouts[0][column]] == \
+                [list(v) if hasattr(v, "__len__") and not isinstance(v, str) else v for v in rollouts[1][column]], column
+    assert tables["pairs"][0].equals(tables["pairs"][1])  # the tokens and rewards of every step, on this machine
+    pd.testing.assert_frame_equal(tables["grades"][0], tables["grades"][1])
+    base = [g[g["phase"] == "base"] for g in tables["grades"]]
+    assert base[0].equals(base[1])
+    loss = [s.loc[s["step"] == first, "loss"].item() for s in tables["steps"]]
+    assert loss[0] == pytest.approx(loss[1], rel=1e-5)  # the first update's loss: the same forward, sharded
+    weights = [load_file(d / "model" / "model.safetensors") for d in (one, two)]
+    assert sorted(weights[0]) == sorted(weights[1])
+    gap = max((weights[0][k] - weights[1][k]).abs().max().item() for k in weights[0])
+    updates = int((steps["action"] == "backward_step").sum()) + int((steps["action"] == "zero_grad_step").sum())
+    assert gap <= 4 * 5e-5 * updates  # Adam's early steps are ~lr * sign(g): a rounding-level gradient can flip one
+
+
+@pytest.mark.slow
+def test_a_killed_two_rank_run_resumes_from_the_leaders_checkpoint(tmp_path):
+    """torchrun and both ranks killed (SIGKILL) after the leader's first checkpoint; the same command then
+    resumes both ranks from it (the whole state, AdamW's keyed by name) to the ledger of the run left alone."""
+    import signal
+    import time
+
+    from rlvr_sweep.run import checkpoint
+
+    args = [*ARGS, "train.steps=8"]
+    whole = torchrun([*args, f"run.out_root={tmp_path}/whole"], tmp_path)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--standalone", "-m", "rlvr_sweep",
+           *args, f"run.out_root={tmp_path}/cut"]
+    run_dir = run_dir_of(compose_cfg([*args, f"run.out_root={tmp_path}/cut"]))
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            if torch.load(run_dir / checkpoint.CHECKPOINT, weights_only=True)["progress"]["step"] >= 2:
+                break
+        except Exception:  # noqa: BLE001  (not written yet, or being replaced)
+            pass
+        time.sleep(0.1)
+    import psutil  # with peft: the test extra has it
+
+    for process in [*psutil.Process(proc.pid).children(recursive=True), psutil.Process(proc.pid)]:
+        process.send_signal(signal.SIGKILL)  # torchrun starts each rank in a session of its own: each is killed
+    proc.wait()
+    assert not store.is_finished(run_dir), "the run finished before it could be killed"
+    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    info = store.read_run_json(run_dir)
+    assert info["status"] == "finished" and info["world_size"] == 2
+    assert info.get("resumed_from_step", 0) >= 2, (again.stdout + again.stderr)[-5000:]
+    left_alone = run_dir_of(compose_cfg([*args, f"run.out_root={tmp_path}/whole"]))
+    for name in ("steps", "rollouts", "pairs", "grades"):
+        pd.testing.assert_frame_equal(store.read_table(run_dir, name).drop(columns=["seconds"], errors="ignore"),
+                                      store.read_table(left_alone, name).drop(columns=["seconds"], errors="ignore"))
+    assert (run_dir / "model" / "model.safetensors").read_bytes() == \
+        (left_alone / "model" / "model.safetensors").read_bytes()
+
+
+def test_what_two_ranks_cannot_take_yet_is_refused_in_one_line():
+    w = ranks.World(rank=0, size=2)
+    assert ranks.refusals(compose_cfg(["+arm=ra_flat"]), w) == []
+    said = [ranks.refusals(compose_cfg(extra), w) for extra in (
+        ["+arm=ra_flat", "lora.rank=8"], ["+arm=grpo_original"], ["+arm=ra_flat", "model.engine=static"],
+        ["+arm=ra_mst_tail50"])]
+    assert said == [["lora.rank is not supported over 2 ranks yet"],
+                    ["a KL reference (objective.kl_beta / measure_kl) is not supported over 2 ranks yet"],
+                    ["model.engine=static (it reads unsharded weights; use reference or auto) is not supported over 2 "
+                     "ranks yet"],
+                    ["train.tail_average is not supported over 2 ranks yet"]]
+    assert ranks.refusals(compose_cfg(["+arm=grpo_original"]), ranks.World()) == []
+
+
+def test_a_checkpoint_keyed_by_index_is_keyed_by_name_for_sharded_ranks():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1))
+    model[0].bias.requires_grad_(False)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trained)
+    model(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    named = ranks.by_name(model, optimizer.state_dict())
+    assert list(named["state"]) == ["0.weight", "1.weight", "1.bias"]
+    assert named["param_groups"][0]["params"] == ["0.weight", "1.weight", "1.bias"]
+    assert torch.equal(named["state"]["1.bias"]["exp_avg"], optimizer.state[model[1].bias]["exp_avg"])
+    assert ranks.by_name(model, named) is named
+
+
+def test_a_sweep_under_torchrun_is_refused_before_anything(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "WORLD_SIZE": "2", "RANK": "0"}
+    proc = subprocess.run([sys.executable, "-m", "rlvr_sweep", "+arm=ra_flat", "profile=smoke",
+                           f"run.out_root={tmp_path}/runs", "-m", "seed=1,2"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "rlvr_sweep: torchrun launches one run over its ranks: drop -m (a sweep whose runs each take several GPUs: "
+        "-m hydra/launcher=submitit_slurm hydra.launcher.tasks_per_node=N)")
+    assert not (tmp_path / "runs").exists()
