@@ -88,7 +88,7 @@ def test_the_launch_record_exists_from_the_start_of_the_preflight(tmp_path, monk
     root = tmp_path / "runs"
     seen = []
 
-    def plan(cfg):  # the long part of the preflight: each job's check
+    def plan(cfg, shards=None):  # the long part of the preflight: each job's check (`run.plan`'s signature)
         seen.append((cfg.seed, [(r["seed"], r["state"], r["detail"]) for r in sweep_states(root)]))
         if cfg.seed == 13:
             raise ValueError("the prompt of item 4 is longer than the model's context")
