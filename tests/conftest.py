@@ -31,7 +31,8 @@ pytest_plugins = ("tests.sweeps",)  # the shared sweeps: one definition, built o
 # half 2 after it): half 1 is every user of a shared sweep (each sweep then built once) and the modules below.
 SLOW_HALF_ONE = ("tests/sweep/test_paper_path.py", "tests/examples/test_plugin_sweeps.py", "tests/sweep/test_cli.py",
                  "tests/run/test_resume.py", "tests/run/test_reporting.py", "tests/sweep/test_search_optuna.py",
-                 "tests/sweep/test_relaunch.py", "tests/run/test_objective_arms.py", "tests/bench/test_bench_scripts.py")
+                 "tests/sweep/test_relaunch.py", "tests/run/test_objective_arms.py", "tests/bench/test_bench_scripts.py",
+                 "tests/run/test_ranks.py")
 
 
 def pytest_addoption(parser):

@@ -72,10 +72,10 @@ def test_the_command_exits_2_with_one_line(tmp_path, multirun):
     assert not (tmp_path / "runs").exists()  # nothing was written
 
 
-ARMS = ("ablate_selective, ablate_skip, baseline, cf_grpo, cispo, dapo, dr_grpo, gate_flat, grpo_original, gspo, "
-        "midpoint_mst, midpoint_ra_mst, mst_act30, mst_zpd_act35, pb_cf_grpo, pb_cf_grpo_strat, ra_flat, ra_mst_tail50, "
-        "rg_cf_grpo, rg_cf_grpo_act18, rg_cf_grpo_strat, root_restart, root_restart_bonus, stopped_tree, "
-        "stopped_tree_accum, stopped_tree_bonus, stopped_tree_h1024, zero_grad_flat")
+ARMS = ("ablate_selective, ablate_skip, baseline, baseline_lora, cf_grpo, cispo, dapo, dr_grpo, gate_flat, grpo_original, "
+        "gspo, midpoint_mst, midpoint_ra_mst, mst_act30, mst_zpd_act35, pb_cf_grpo, pb_cf_grpo_strat, ra_flat, "
+        "ra_mst_tail50, rg_cf_grpo, rg_cf_grpo_act18, rg_cf_grpo_strat, root_restart, root_restart_bonus, stopped_tree, "
+        "stopped_tree_accum, stopped_tree_bonus, stopped_tree_h1024, stopped_tree_lora, zero_grad_flat")
 MISSPELT = {  # the command line (profile=smoke is added) -> its whole stderr
     "+arm=baseline train.stpes=10": "rlvr_sweep: train.stpes: no such setting; did you mean train.steps?",
     # appended: composes, and used to be refused only after Hydra had made its output folder

@@ -146,6 +146,7 @@ def test_a_run_that_cannot_fit_is_refused_in_one_line_naming_what_would(qwen3_4b
     assert plan(compose_cfg([*args, "model.device_memory_gb=141"])).memory.peak > 80 * GIB  # an H200 holds it
 
 
+@pytest.mark.slow
 def test_a_slurm_sweep_is_planned_for_the_ranks_each_run_will_have(qwen3_4b, tmp_path):
     """The preflight runs on a login node: the line's `hydra.launcher.tasks_per_node` says how many ranks each run
     will shard over, and its memory is planned for them."""

@@ -108,7 +108,11 @@ def estimate(cfg: Config, folder: Path, train_rows: list[dict], eval_sets: dict,
     if shape is None:
         return None
     prompts = _prompt_tokens(cfg, folder, train_rows, eval_sets)
-    return estimate_for(cfg, shape, parameter_count(folder), prompts, shards)
+    try:
+        params = parameter_count(folder)
+    except Exception:  # noqa: BLE001  (an unreadable weights file fails where the run loads it, named there)
+        params = None
+    return estimate_for(cfg, shape, params, prompts, shards)
 
 
 def estimate_for(cfg: Config, shape: Shape, params: int | None, prompts: dict[str, int], shards: int = 1) -> Estimate:
