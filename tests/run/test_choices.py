@@ -70,7 +70,7 @@ def test_an_estimator_needs_groups_it_can_credit_and_a_parameter_it_declares():
 def test_a_declared_parameter_is_bound_with_its_default_or_its_value():
     from rlvr_sweep.config.options import Option, Registry
 
-    registry = Registry("thing", group="estimator")
+    registry = Registry("thing", group="")  # no group: not a choice a config makes (REGISTRIES)
     option = registry.add(Option("scaled", lambda r, shape, *, eps, power=2.0: (eps, power), reads=("eps",),
                                  params={"power": 2.0}))
     cfg = compose_cfg(["+arm=ra_flat"])
@@ -102,3 +102,15 @@ def test_a_run_and_a_sweep_refuse_an_unread_setting_themselves_before_any_folder
     with pytest.raises(preflight.PreflightError, match=r"job 1 of 2 .*sampler.t_min=5: no chosen option reads it"):
         preflight.check_sweep(str(CONF_DIR), normalize_overrides([*overrides, "seed=1,2"]), record=False)
     assert not (tmp_path / "runs").exists()
+
+
+def test_per_rollout_seeds_are_refused_with_vllms_own_sampler_and_enter_the_identity_only_when_set():
+    from rlvr_sweep.config.rules import identity_dict
+
+    said = refused(["+arm=ra_flat", "train.rollout_seeding=per_rollout", "model.engine=vllm"])
+    assert "train.rollout_seeding=per_rollout draws each row from a generator of its own, which vLLM's sampler does " \
+           "not take: use model.engine=reference, static or auto" in said
+    assert "rollout_seeding" in refused(["+arm=ra_flat", "train.rollout_seeding=per_row"])
+    stream, per_rollout = (identity_dict(compose_cfg(["+arm=ra_flat", *extra]))
+                           for extra in ([], ["train.rollout_seeding=per_rollout"]))
+    assert "rollout_seeding" not in stream["train"] and per_rollout["train"]["rollout_seeding"] == "per_rollout"

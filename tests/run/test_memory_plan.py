@@ -63,7 +63,19 @@ def test_sharding_divides_the_kept_terms_and_gathers_a_layer_and_the_ends():
     assert two.kept["weights"] == untied and two.kept["AdamW moments"] == 2 * untied  # bf16: 2 bytes, halved
     layer = 2048 * (2 * 16 + 2 * 8) * 128 + 3 * 2048 * 6144
     assert two.kept["weights gathered for a forward"] == 2 * (layer + 2 * 151_936 * 2048)
-    assert two.working == one.working  # the computation is replicated on every rank (`run.ranks`)
+    # each rank backpropagates its share of the group (`run.ranks`): 4 of the 8 rollouts
+    four = estimate_for(compose_cfg(["+arm=ra_flat", "model=qwen3_1_7b_base", "train.backward_micro_batch=4"]), shape,
+                        1_720_574_976, prompts)
+    assert two.working == {**one.working, "the training pass": four.working["the training pass"]}
+    assert two.working["the training pass"] < one.working["the training pass"]
+    # per-rollout seeds: each rank also decodes its share, with the whole weights gathered for it
+    rollouts = ["+arm=ra_flat", "model=qwen3_1_7b_base", "eval.batch_size=1"]  # the rollouts' batch is the largest
+    split = estimate_for(compose_cfg([*rollouts, "train.rollout_seeding=per_rollout"]), shape, 1_720_574_976,
+                         {"train": 200}, 2)
+    half, whole = (estimate_for(compose_cfg([*rollouts, f"sampler.group_size={g}"]), shape, 1_720_574_976,
+                                {"train": 200}) for g in (4, 8))
+    assert split.working["decoding"] == half.working["decoding"] + 2 * untied
+    assert 2 * half.working["decoding"] == whole.working["decoding"]
 
 
 def test_the_kept_terms_are_the_real_tensors_of_a_run():
@@ -139,7 +151,7 @@ def test_a_run_that_cannot_fit_is_refused_in_one_line_naming_what_would(qwen3_4b
     assert "it would fit with lora.rank=16 (about" not in line  # an adapter saves the moments, not the activations
     assert "train.activation_checkpointing=true (about" in line and "train.backward_micro_batch=1 (about" in line
     assert line.endswith("or sharding over 2 ranks (torchrun --nproc-per-node 2, or hydra.launcher.tasks_per_node=2) "
-                         "(about 65.44 GiB)")  # the fewest ranks that hold it
+                         "(about 41.75 GiB)")  # the fewest ranks that hold it
     assert not (tmp_path / "runs").exists()
     assert plan(compose_cfg([*args, "model.device_memory_gb=80", "train.activation_checkpointing=true"])).memory.peak \
         < 80 * GIB

@@ -55,12 +55,46 @@ def test_two_gloo_ranks_write_the_one_process_runs_folder(tmp_path):
     base = [g[g["phase"] == "base"] for g in tables["grades"]]
     assert base[0].equals(base[1])
     loss = [s.loc[s["step"] == first, "loss"].item() for s in tables["steps"]]
-    assert loss[0] == pytest.approx(loss[1], rel=1e-5)  # the first update's loss: the same forward, sharded
+    assert loss[0] == pytest.approx(loss[1], rel=1e-5)  # the first update's loss: each rank's share, summed
+    norm = [s.loc[s["step"] == first, "grad_norm"].item() for s in tables["steps"]]
+    assert norm[0] == pytest.approx(norm[1], rel=1e-5)  # the ranks' gradients summed, not averaged
     weights = [load_file(d / "model" / "model.safetensors") for d in (one, two)]
     assert sorted(weights[0]) == sorted(weights[1])
     gap = max((weights[0][k] - weights[1][k]).abs().max().item() for k in weights[0])
     updates = int((steps["action"] == "backward_step").sum()) + int((steps["action"] == "zero_grad_step").sum())
     assert gap <= 4 * 5e-5 * updates  # Adam's early steps are ~lr * sign(g): a rounding-level gradient can flip one
+
+
+def test_per_rollout_seeds_give_two_ranks_the_one_process_groups_each_rank_drawing_half(tmp_path):
+    """train.rollout_seeding=per_rollout: each rank decodes its half of every decoding call (a tree's roots, then
+    its branches) and the backward of its half of the group; every rollout of every step is the one process's,
+    token for token, and so are the rewards and the credit (float32 on the CPU: the same logits at any batch)."""
+    from rlvr_sweep.run import run
+
+    args = ["+arm=stopped_tree", "profile=smoke", "train.steps=4", "eval.limit=4", "model.engine=reference",
+            "train.rollout_seeding=per_rollout", "sampler.bifurcate_after_active=1"]
+    one = Path(run(compose_cfg([*args, f"run.out_root={tmp_path}/one"]))["run_dir"])
+    proc = torchrun([*args, f"run.out_root={tmp_path}/two"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    two = run_dir_of(compose_cfg([*args, f"run.out_root={tmp_path}/two"]))
+    assert two.name == one.name
+    tables = {name: [store.read_table(d, name).drop(columns=["seconds"], errors="ignore") for d in (one, two)]
+              for name in ("steps", "rollouts", "pairs")}
+    rollouts = tables["rollouts"]
+    assert (rollouts[0]["prefix_len"] == 0).any() and (rollouts[0]["prefix_len"] > 0).any()  # flat warmup, then trees
+    for column in ("tokens", "prefix_len", "reward", "correct", "adv_cont", "adv_prefix"):
+            assert [list(v) if hasattr(v, "__len__") else v for v in rollouts[0][column]] == \
+                [list(v) if hasattr(v, "__len__") else v for v in rollouts[1][column]], column
+    pd.testing.assert_frame_equal(tables["pairs"][0], tables["pairs"][1])
+    steps = tables["steps"]
+    moved = steps[0]["action"] == "backward_step"
+    assert moved.any()
+    first = steps[0].loc[moved, "step"].min()
+    for column in ("loss", "grad_norm"):  # each rank backpropagated half the group: the sums are the one process's
+        at = [s.loc[s["step"] == first, column].item() for s in steps]
+        assert at[1] == pytest.approx(at[0], rel=1e-5)
+        # later updates start from weights that differ by rounding (Adam's first steps are near sign(g) steps)
+        assert steps[1].loc[moved, column].tolist() == pytest.approx(steps[0].loc[moved, column].tolist(), rel=1e-2)
 
 
 @pytest.mark.slow

@@ -236,6 +236,10 @@ class TrainConfig:
     # or train.active_steps within train.max_steps)
     dynamic_sampling: bool = setting(False, identity=WHEN_SET)
     unit_question_grad: bool = False  # scale each question's gradient to unit norm before accumulating
+    # where a rollout's draws come from: "stream", the run's one generator (the baseline's), or "per_rollout", a
+    # generator per row of each decoding call keyed by (seed, step, call, row) (`rollout.seeding`): the group is
+    # then the same at any number of ranks, which each decode their share of it
+    rollout_seeding: str = setting("stream", one_of("stream", "per_rollout"), identity=WHEN_SET)
     # [first, last] steps (1-based) of the FP32 Polyak average that is read out
     tail_average: Optional[list[int]] = setting(None, each(at_least(1)))
     write_every: int = setting(10, at_least(1), identity=False)  # rewrite the ledger tables every N steps

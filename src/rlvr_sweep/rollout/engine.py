@@ -118,11 +118,13 @@ def sample_next_token(
 
     Greedy (temperature ``0``/``None``) is an explicit argmax and consumes no randomness. Otherwise
     ``torch.multinomial(next_token_probs(...), 1, generator=generator)``; the generator must live on
-    the logits' device.
+    the logits' device. A `seeding.RowGenerators` draws each row from a generator of its own.
     """
     if _is_greedy(temperature):
         return logits.argmax(dim=-1)
     probs = next_token_probs(logits, temperature, top_p)
+    if hasattr(generator, "sample"):  # one generator per row (train.rollout_seeding=per_rollout)
+        return generator.sample(probs)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 

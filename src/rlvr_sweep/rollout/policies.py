@@ -80,11 +80,12 @@ class ModelPolicy:
         return token_id in self.newline_ids
 
     def generate(self, prompts: list[list[int]], max_new_tokens: int,
-                 record_margins: bool = False) -> Generation:
+                 record_margins: bool = False, generator=None) -> Generation:
+        """`generator`: this call's in place of the policy's own (`seeding.RowGenerators`: one per row)."""
         return self.generate_fn(
             self.policy.model, prompts, max_new_tokens=max_new_tokens, eos_id=self.policy.eos_id,
             pad_id=self.policy.pad_id, temperature=self.temperature, top_p=self.top_p,
-            generator=self.generator, record_margins=record_margins,
+            generator=self.generator if generator is None else generator, record_margins=record_margins,
             **({"record_logprobs": True} if self.record_logprobs else {}),
         )
 

@@ -144,7 +144,16 @@ def _combination_problems(cfg: Config, picked: dict) -> list[str]:
     for option in picked.values():
         if option.check is not None:
             problems += option.check(cfg)
-    return problems + _objective_problems(cfg, picked) + _task_problems(cfg) + _lora_problems(cfg)
+    return problems + _objective_problems(cfg, picked) + _task_problems(cfg) + _lora_problems(cfg) + \
+        _seeding_problems(cfg)
+
+
+def _seeding_problems(cfg: Config) -> list[str]:
+    """Per-rollout seeds (`rollout.seeding`) draw through `engine.sample_next_token`: vLLM has its own sampler."""
+    if cfg.train.rollout_seeding == "per_rollout" and cfg.model.engine == "vllm":
+        return ["train.rollout_seeding=per_rollout draws each row from a generator of its own, which vLLM's sampler "
+                "does not take: use model.engine=reference, static or auto"]
+    return []
 
 
 def _lora_problems(cfg: Config) -> list[str]:

@@ -411,7 +411,7 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
         save(state)
     trainer = train.make_trainer(cfg, policy, params, optimizer, train_rows, generator, tail, grade,
                                  write=lambda s: train.write_ledger(run_dir, s, keys), save=save, loggers=loggers,
-                                 start_step=state.step, reference=reference)
+                                 start_step=state.step, reference=reference, peers=ranks.world())
     train.train_loop(trainer, state)
     if tail:
         tail.load_into(params)

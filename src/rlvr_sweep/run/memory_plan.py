@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr_sweep.config import Config, ConfigError, scaled_length
+from rlvr_sweep.rollout.seeding import share
 from rlvr_sweep.run.memory import DTYPE_BYTES, needs_reference, parameter_count, size_words
 
 LONGEST = 16  # prompts tokenized per data set: the longest by bytes
@@ -138,15 +139,17 @@ def estimate_for(cfg: Config, shape: Shape, params: int | None, prompts: dict[st
         s = shape
         layer = s.hidden * (2 * s.q_heads + 2 * s.kv_heads) * s.head_dim + 3 * s.hidden * s.intermediate
         kept["weights gathered for a forward"] = (layer + 2 * s.vocab * s.hidden) * b
-    working = {"the training pass": _training_pass(cfg, shape, prompts.get("train", 0), b) if cfg.task == "train" else 0,
-               "decoding": _decoding(cfg, shape, prompts, b),
+    split = shards > 1 and cfg.train.rollout_seeding == "per_rollout"  # each rank decodes its share, weights whole
+    working = {"the training pass": _training_pass(cfg, shape, prompts.get("train", 0), b, shards)
+               if cfg.task == "train" else 0,
+               "decoding": _decoding(cfg, shape, prompts, b, shards if split else 1) + (params * b if split else 0),
                "the optimizer step": 2 * trained * trained_bytes if cfg.task == "train" else 0}
     return Estimate(kept, working, inputs)
 
 
-def _training_pass(cfg: Config, shape: Shape, prompt: int, b: int) -> int:
+def _training_pass(cfg: Config, shape: Shape, prompt: int, b: int, shards: int = 1) -> int:
     s = shape
-    rows = min(cfg.train.backward_micro_batch or 10**9, _rollout_rows(cfg))
+    rows = min(cfg.train.backward_micro_batch or 10**9, _rollout_rows(cfg, shards))
     completion = scaled_length(cfg.horizon.tokens, cfg.profile.length_scale)
     tokens, generated = rows * (prompt + completion), rows * completion
     qd, kvd = s.q_heads * s.head_dim, s.kv_heads * s.head_dim
@@ -161,12 +164,12 @@ def _training_pass(cfg: Config, shape: Shape, prompt: int, b: int) -> int:
     return int(body + head)
 
 
-def _decoding(cfg: Config, shape: Shape, prompts: dict[str, int], b: int) -> int:
+def _decoding(cfg: Config, shape: Shape, prompts: dict[str, int], b: int, shards: int = 1) -> int:
     per_token = 2 * shape.layers * shape.kv_heads * shape.head_dim * b
     scale = cfg.profile.length_scale
     batches = []
     if cfg.task == "train":
-        batches.append((_rollout_rows(cfg), prompts.get("train", 0) + scaled_length(cfg.horizon.tokens, scale)))
+        batches.append((_rollout_rows(cfg, shards), prompts.get("train", 0) + scaled_length(cfg.horizon.tokens, scale)))
     if cfg.eval.benchmarks and (cfg.task == "evaluate" or cfg.eval.before or cfg.eval.after):
         rows = cfg.eval.slots or cfg.eval.batch_size
         if cfg.eval.name == "sampled_k3":
@@ -175,10 +178,12 @@ def _decoding(cfg: Config, shape: Shape, prompts: dict[str, int], b: int) -> int
     return max((rows * (length * per_token + shape.vocab * 4 * 2) for rows, length in batches), default=0)
 
 
-def _rollout_rows(cfg: Config) -> int:
-    """The rows a question's group decodes and trains at once: G, or a tree's K x B leaves."""
+def _rollout_rows(cfg: Config, shards: int = 1) -> int:
+    """The rows a question's group decodes and trains at once: G, or a tree's K x B leaves; over several ranks, the
+    largest rank's share (`rollout.seeding.share`)."""
     s = cfg.sampler
-    return s.group_size if s.name == "flat" else max(s.group_size, s.K * s.B)
+    rows = s.group_size if s.name == "flat" else max(s.group_size, s.K * s.B)
+    return len(share(rows, 0, shards, multiple=2)) if shards > 1 else rows
 
 
 def _lora_targets(lora) -> tuple[str, ...]:

@@ -2,13 +2,23 @@
 (`hydra.launcher.tasks_per_node=N`, the rendezvous from submitit's own `TorchDistributedEnvironment`).
 
 The policy's weights, gradients and AdamW state are sharded over the ranks with torch's FSDP2 (`fully_shard` on
-each decoder layer and on the model), so the kept memory of `run.memory_plan` is divided by N. The computation is
-replicated: every rank draws the same rollouts from the same generator (the sharded model gathers each layer's
-weights for its forward), credits them alike and backpropagates the whole group; FSDP2 averages the N equal
-gradients into each rank's shard. So the rollouts, rewards and credit do not depend on N; the weights agree with a
-one-process run to rounding (the gradient's norm is reduced in another order: measured 2e-7 after 6 float32 steps
-of the tiny model at lr 1e-3), and the world size is recorded in run.json, not in the identity. Splitting the
-decoding and the backward over the ranks is not done yet.
+each decoder layer and on the model), so the kept memory of `run.memory_plan` is divided by N.
+
+The work is split where the result allows it:
+- the backward: each rank backpropagates a contiguous share of each question's rollouts (`update.step.shared`,
+  fork pairs kept whole) and FSDP2 sums the shares' gradients (a plain sum, not its default mean); a rank with
+  fewer chunks runs zero-weight ones, as every chunk's forward and backward gather and reduce across the ranks.
+  The loss, token counts, health signals and behaviour log-probs are the ranks' together (`World.exchange`).
+- the decoding, with `train.rollout_seeding=per_rollout` (`rollout.seeding`): each rank decodes its share of each
+  decoding call, every row from its own keyed generator, with the layers gathered whole for the call
+  (`World.decoding`), and the ranks exchange the rows. With the baseline's one stream (`stream`, the default) a
+  row's draws depend on every row before it, so every rank decodes the whole group from the same generator.
+- the rest (scoring, credit, the behaviour and reference log-probs, the read-outs) is computed alike on every rank.
+
+So the rollouts, rewards and credit do not depend on N (with per-rollout seeds: the same logits at any batch, as
+float32 on the CPU gives; tests/run/test_ranks.py); the weights agree with a one-process run to rounding (the
+gradient is summed in another order: measured 2e-7 after 6 float32 steps of the tiny model at lr 1e-3, within
+Adam's sign-like first steps otherwise), and the world size is recorded in run.json, not in the identity.
 
 Rank 0 leads: it owns the run folder (lock, tables, checkpoints, the kept model) exactly as a one-process run does.
 Every other rank follows in a scratch folder of its own, removed at the end: it runs the same steps (each
@@ -17,7 +27,9 @@ collective needs every rank), resumes from the leader's checkpoint, and keeps no
 
 from __future__ import annotations
 
+import json
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from rlvr_sweep.config import ConfigError
@@ -36,6 +48,44 @@ class World:
     @property
     def lead(self) -> bool:
         return self.rank == 0
+
+    def exchange(self, value) -> list:
+        """Every rank's `value` (JSON: numbers, strings, lists, dicts), in rank order; every rank calls it."""
+        if self.size == 1:
+            return [value]
+        import torch
+        import torch.distributed as dist
+
+        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+        mine = torch.frombuffer(bytearray(json.dumps(value).encode()), dtype=torch.uint8).to(device)
+        sizes = [torch.zeros(1, dtype=torch.long, device=device) for _ in range(self.size)]
+        dist.all_gather(sizes, torch.tensor([mine.numel()], device=device))
+        longest = int(max(s.item() for s in sizes))
+        padded = torch.zeros(longest, dtype=torch.uint8, device=device)
+        padded[: mine.numel()] = mine
+        every = [torch.empty(longest, dtype=torch.uint8, device=device) for _ in range(self.size)]
+        dist.all_gather(every, padded)
+        return [json.loads(bytes(e[: int(n.item())].cpu().tolist())) for e, n in zip(every, sizes)]
+
+    @contextmanager
+    def decoding(self, model):
+        """Each rank decodes its own rows with the whole model: every sharded layer is gathered once on entry
+        (all ranks enter together) and kept whole until exit, so a rank's forwards need no other rank."""
+        if not is_sharded(model):
+            yield
+            return
+        from torch.distributed.fsdp import FSDPModule
+
+        sharded = [m for m in model.modules() if isinstance(m, FSDPModule)]
+        for m in sharded:
+            m.set_reshard_after_forward(False, recurse=False)
+            m.unshard()
+        try:
+            yield
+        finally:
+            for m in sharded:
+                m.reshard()
+                m.set_reshard_after_forward(m is not model, recurse=False)  # fully_shard's own: the root stays whole
 
 
 def world() -> World:
@@ -82,6 +132,11 @@ def shard(model):
     for layer in model.model.layers:
         fully_shard(layer)
     fully_shard(model)
+    # each rank backpropagates its share of the loss: the gradient is the ranks' sum (a plain SUM: gloo has no
+    # pre-multiplied one)
+    for module in (*model.model.layers, model):
+        module.set_gradient_divide_factor(1.0)
+        module.set_force_sum_reduction_for_comms(True)
     return model
 
 

@@ -27,6 +27,7 @@ from rlvr_sweep.config import Config, scaled_length
 from rlvr_sweep.credit import ESTIMATORS, bind_estimator
 from rlvr_sweep.reward import REWARDS, answering, shaped
 from rlvr_sweep.rollout import ENGINES, SAMPLERS, ModelPolicy
+from rlvr_sweep.rollout.seeding import PerRolloutPolicy
 from rlvr_sweep.run.ledger import (  # noqa: F401  (write_ledger, totals: re-exported for the run's lifecycle)
     credit_rows, group_signals, rollout_rows, step_row, totals, update_signals, write_ledger,
 )
@@ -76,7 +77,7 @@ class Trainer:
 
     rows: list[dict]
     encode: Callable[[str], list[int]]  # problem -> prompt tokens
-    draw: Callable[[list[int], bool], object]  # (prompt, warmup) -> RolloutGroup
+    draw: Callable[[list[int], bool, int], object]  # (prompt, warmup, step) -> RolloutGroup
     in_warmup: Callable[[TrainState], bool]  # flat groups until the warmup's active steps are done
     score: Callable[[list[int], object, str], object]  # (prompt, group, gold) -> ScoredGroup: reward and credit
     update: Callable[[list], Update]  # pending questions -> one optimizer update
@@ -98,7 +99,7 @@ def train_loop(t: Trainer, state: TrainState) -> None:
         prompt = t.encode(row["problem"])
         if not pending:  # chosen per update, so one update never mixes flat warmup and tree questions
             warmup = t.in_warmup(state)
-        group = t.draw(prompt, warmup)  # rollout
+        group = t.draw(prompt, warmup, step)  # rollout
         scored = t.score(prompt, group, row["answer"])  # reward and credit
         state.active_count += scored.active
         filtered = t.dynamic_sampling and not scored.active
@@ -116,10 +117,12 @@ def train_loop(t: Trainer, state: TrainState) -> None:
 
 def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], generator, tail, grade, *,
                  write: Callable[[TrainState], None], save: Callable[[TrainState], None], loggers,
-                 start_step: int = 0, reference=None) -> Trainer:
+                 start_step: int = 0, reference=None, peers=None) -> Trainer:
     """Bind every stage of the loop from `cfg`: sampler, reward, estimator, update, budgets, reporting.
     `grade`: the run's grader, which the training task's own grader (if it has one) replaces; `reference`: the
-    frozen initial policy, where the objective needs one (`bound_objective(cfg).needs_reference`)."""
+    frozen initial policy, where the objective needs one (`bound_objective(cfg).needs_reference`); `peers`: the
+    run's ranks (`run.ranks.World`), where it has several: they split each group's decoding (per-rollout seeding)
+    and its backward."""
     t, sc = cfg.train, cfg.sampler
     scale = cfg.profile.length_scale
     lengths = scaled_lengths(cfg)
@@ -128,13 +131,15 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
     grade = task.grade or grade
     sampling = ModelPolicy(policy, temperature=sc.temperature, top_p=sc.top_p, generator=generator,
                            generate_fn=ENGINES[cfg.model.engine].fn, record_logprobs=cfg.model.engine in LOGPROB_ENGINES)
+    if t.rollout_seeding == "per_rollout":
+        sampling = PerRolloutPolicy(sampling, cfg.seed, peers)
     sampler, flat = SAMPLERS[sc.name].bind(sc, scale), SAMPLERS["flat"].bind(sc, scale)
     reward = bound_reward(cfg, grade, answers.extract_reward)
     estimator = bind_estimator(ESTIMATORS[cfg.estimator.name], cfg.estimator)
     decode = lambda ids: policy.tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731  (EOS kept, as stored)
     settings = UpdateSettings(cfg.optimizer_step.name, t.loss_recipe, t.backward_micro_batch, t.unit_question_grad,
                               t.grad_clip, sc.fork_threshold, policy.pad_id, policy.device, bound_objective(cfg),
-                              reference)
+                              reference, peers if peers is not None and peers.size > 1 else None)
     budget = t.max_steps if t.active_steps else t.steps
     bar = Progress(budget, "train", "step", initial=start_step)
     objective = settings.objective
@@ -161,7 +166,9 @@ def make_trainer(cfg: Config, policy, params, optimizer, rows: list[dict], gener
         given[:] = scored
         return [(prompt, s) for (prompt, _), s in zip(pending, scored)]
 
-    def draw(prompt, warmup):
+    def draw(prompt, warmup, step):
+        if isinstance(sampling, PerRolloutPolicy):
+            sampling.at_step(step)
         group = flat(sampling, prompt, horizon=lengths["horizon"]).with_category("flat_warmup") if warmup \
             else sampler(sampling, prompt, horizon=lengths["horizon"])
         group.check_conservation(lengths["horizon"])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 
@@ -123,6 +123,15 @@ class Signals:
         self.gap_max = max(self.gap_max, float(gap.abs().max()))
         self.gap_outside += int(((gap.exp() - 1).abs() > GAP_BAND).sum())
 
+    def merge(self, parts: list[dict]) -> None:
+        """These signals become the sum of several ranks' (each a dict of this class's fields)."""
+        for f in fields(self):
+            if f.name == "first_pass":
+                continue
+            values = [p[f.name] for p in parts]
+            pick = min if f.name == "ratio_min" else max if f.name in ("ratio_max", "gap_max") else sum
+            setattr(self, f.name, pick(values))
+
     def row(self) -> dict:
         """The step ledger's columns (NaN where nothing was measured)."""
         nan = math.nan
@@ -162,14 +171,17 @@ def sampled_logps(model, prompt: list[int], scored, *, pad_id: int, micro_batch:
 def backward(model, prompt: list[int], scored, *, pad_id: int, recipe: str, micro_batch: int | None, device,
              hinge_margin: float = 0.0, objective: Objective = PAPER_OBJECTIVE, leaves: Sequence[int] | None = None,
              norm: Normaliser | None = None, old: torch.Tensor | None = None, ref: torch.Tensor | None = None,
-             signals: Signals | None = None, sums: dict[int, float] | None = None) -> tuple[float, int, int]:
+             signals: Signals | None = None, sums: dict[int, float] | None = None,
+             rounds: int | None = None) -> tuple[float, int, int]:
     """Accumulate d(loss)/d(theta) of one question into `.grad`. Returns (loss, bwd_out, bwd_full) tokens.
 
     `leaves`: the indices of the rollouts to backpropagate (a mini-batch's share; all by default); `norm`: the
     mini-batch's normaliser (objectives other than the paper's); `old` / `ref`: (N, width) behaviour and
     reference log-probs (`sampled_logps`; None: the current policy's, detached, and no KL); `sums`: filled with
     {rollout: the sum of its sampled tokens' log-probs under the current policy} (the behaviour policy's, on
-    an update's first pass when `old` is None)."""
+    an update's first pass when `old` is None); `rounds`: over several ranks, the chunks every rank runs for this
+    question: after its own, a rank runs zero-weight ones on the group's first rollout (their forward and backward
+    join the ranks' weight gathers and gradient reductions, and add 0)."""
     every = scored.leaves
     n = len(every)
     index = list(range(n)) if leaves is None else list(leaves)
@@ -186,7 +198,7 @@ def backward(model, prompt: list[int], scored, *, pad_id: int, recipe: str, micr
                              objective.max_len)
     start = len(prompt) - 1  # completion token j is predicted at position len(prompt) + j - 1
     total = 0.0
-    chunk = micro_batch or len(index)
+    chunk = micro_batch or max(len(index), 1)
     for lo in range(0, len(index), chunk):
         rows = index[lo : lo + chunk]
         ids, attn, cmask = pack_sequences([prompt] * len(rows), [every[i].tokens for i in rows], pad_id)
@@ -228,6 +240,10 @@ def backward(model, prompt: list[int], scored, *, pad_id: int, recipe: str, micr
                                                   if s is not None and s.ratio is not None else ()))
         loss.backward()
         total += float(loss.detach())
+    ran = -(-len(index) // chunk)  # the chunks above
+    for _ in range(max(0, (rounds or 0) - ran)):
+        ids, attn, _ = pack_sequences([prompt], [every[0].tokens], pad_id)
+        (token_logprobs(model, ids.to(device), attn.to(device), start).sum() * 0).backward()
     out_tokens = int(lengths[index].sum())
     return total, out_tokens, out_tokens + len(prompt) * len(index)
 

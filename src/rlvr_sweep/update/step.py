@@ -12,12 +12,13 @@ pass, as TRL reuses its buffered batches). The reference policy's log-probs, for
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 
 from rlvr_sweep.update.aggregation import Normaliser
 from rlvr_sweep.update.backward import PAPER_OBJECTIVE, Objective, Signals, backward, in_loss, sampled_logps
+from rlvr_sweep.rollout.seeding import share
 from rlvr_sweep.update.optim import UpdateOutcome, apply_update
 from rlvr_sweep.update.question import ScoredGroup
 
@@ -34,6 +35,7 @@ class UpdateSettings:
     device: object
     objective: Objective = PAPER_OBJECTIVE
     reference: object = None  # the frozen initial policy, when the objective needs one
+    peers: object = None  # the run's ranks (`run.ranks.World`) when it has several: each backpropagates its share
 
 
 @dataclass
@@ -62,6 +64,31 @@ def mini_batches(pending: list[tuple[list[int], ScoredGroup]], count: int) -> li
             batch.setdefault(q, []).append(i)
         out.append(list(batch.items()))
     return out
+
+
+def shared(rows: list[int], micro_batch: int | None, peers) -> tuple[list[int], int | None]:
+    """This rank's share of a question's `rows` in a mini-batch (a contiguous block, pairs kept together), and the
+    backward chunks every rank runs for it (the most any rank needs: a rank with fewer runs zero-weight ones, as
+    each chunk's forward and backward gather and reduce across the ranks); (rows, None) on one process."""
+    if peers is None:
+        return rows, None
+    blocks = [[rows[i] for i in share(len(rows), r, peers.size, multiple=2)] for r in range(peers.size)]
+    rounds = max((-(-len(b) // (micro_batch or len(b))) if b else 0) for b in blocks)
+    return blocks[peers.rank], rounds
+
+
+def gathered(peers, totals: dict, signals: Signals, behaviour: list[dict]) -> tuple[dict, list[dict]]:
+    """The update's loss, token counts, health signals and behaviour log-prob sums over every rank's share
+    (`signals` merged in place)."""
+    mine = {"totals": totals, "signals": {f.name: getattr(signals, f.name) for f in fields(Signals)},
+            "behaviour": [{str(k): v for k, v in b.items()} for b in behaviour]}
+    every = peers.exchange(mine)
+    signals.merge([e["signals"] for e in every])
+    merged = [{} for _ in behaviour]
+    for e in every:
+        for into, got in zip(merged, e["behaviour"]):
+            into.update({int(k): v for k, v in got.items()})
+    return {k: sum(e["totals"][k] for e in every) for k in totals}, merged
 
 
 def update_step(model, params: list, optimizer, pending: list[tuple[list[int], ScoredGroup]],
@@ -95,11 +122,12 @@ def update_step(model, params: list, optimizer, pending: list[tuple[list[int], S
                     if summed is not None:
                         for p in params:
                             p.grad = None
+                    mine, rounds = shared(rows, s.micro_batch, s.peers)
                     loss, out, full = backward(
                         model, prompt, scored, pad_id=s.pad_id, recipe=s.recipe, micro_batch=s.micro_batch,
                         device=s.device, hinge_margin=s.hinge_margin, objective=obj,
-                        leaves=None if len(rows) == len(scored.leaves) else rows, norm=norm, old=old[q], ref=ref[q],
-                        signals=signals, sums=behaviour[q] if first and old[q] is None else None)
+                        leaves=None if len(mine) == len(scored.leaves) else mine, norm=norm, old=old[q], ref=ref[q],
+                        signals=signals, sums=behaviour[q] if first and old[q] is None else None, rounds=rounds)
                     totals["loss"] += loss if first else 0.0
                     totals["out"] += out
                     totals["full"] += full
@@ -116,6 +144,8 @@ def update_step(model, params: list, optimizer, pending: list[tuple[list[int], S
             outcomes.append(apply_update(params, optimizer, active=any(pending[q][1].active for q, _ in batch),
                                          homogeneous_step=s.homogeneous_step, backward=accumulate,
                                          grad_clip=s.grad_clip))
+    if s.peers is not None:  # each rank saw its share: the update's sums are the ranks' together
+        totals, behaviour = gathered(s.peers, totals, signals, behaviour)
     first = outcomes[0]
     ran = any(o.backward_ran for o in outcomes)
     return Update(first, totals["loss"] if ran else float("nan"), totals["out"], totals["full"],
