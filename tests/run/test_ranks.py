@@ -179,3 +179,53 @@ def test_a_sweep_under_torchrun_is_refused_before_anything(tmp_path):
         "rlvr_sweep: torchrun launches one run over its ranks: drop -m (a sweep whose runs each take several GPUs: "
         "-m hydra/launcher=submitit_slurm hydra.launcher.tasks_per_node=N)")
     assert not (tmp_path / "runs").exists()
+
+
+FAKE_RANKS = """
+import json, sys, torch, torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
+from rlvr_sweep.config import ModelConfig
+from rlvr_sweep.policy import load_policy
+from rlvr_sweep.run import ranks
+from rlvr_sweep.update.losses import token_logprobs
+size, out = int(sys.argv[1]), []
+for rank in range(size):
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=size)
+    policy = load_policy(ModelConfig(name="tiny", hub_id=None, path="pkg:rlvr_sweep.policy/assets/tiny_qwen3",
+                                     dtype="float32", device="cpu"))
+    ranks.shard(policy.model)
+    params = list(policy.model.parameters())
+    optimizer = torch.optim.AdamW(params)
+    ids = torch.randint(0, 400, (2, 12))
+    token_logprobs(policy.model, ids, torch.ones_like(ids)).sum().backward()
+    optimizer.step()
+    local = lambda ts: sum(t.to_local().numel() * t.element_size() for t in ts)
+    out.append({"weights": local(params), "gradients": local(p.grad for p in params),
+                "AdamW moments": local(t for s in optimizer.state.values() for t in (s["exp_avg"], s["exp_avg_sq"]))})
+    dist.destroy_process_group()
+print(json.dumps(out))
+"""
+
+
+def test_eight_simulated_ranks_hold_the_memory_plans_share_of_the_tiny_model():
+    """PyTorch's fake process group: 8 ranks' FSDP2 shards of the tiny model, one after another in one process (its
+    collectives move nothing: shapes only). Each rank holds an eighth of the weights, gradients and AdamW moments
+    (every first dimension of the tiny model divides by 8): what `run.memory_plan` keeps per rank at 8 shards."""
+    import json
+
+    from rlvr_sweep.config import ModelConfig
+    from rlvr_sweep.policy.source import resolve_model_folder
+    from rlvr_sweep.run.memory import parameter_count
+    from rlvr_sweep.run.memory_plan import Shape, estimate_for
+
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", FAKE_RANKS, "8"], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    held = json.loads(proc.stdout.strip().splitlines()[-1])
+    folder = resolve_model_folder(ModelConfig(name="tiny", hub_id=None, path="pkg:rlvr_sweep.policy/assets/tiny_qwen3",
+                                              dtype="float32", device="cpu"))
+    planned = estimate_for(compose_cfg(["+arm=ra_flat", "profile=smoke"]), Shape.of(folder), parameter_count(folder),
+                           {}, shards=8).kept
+    assert planned["weights"] == 149_888 * 4 // 8  # the tiny model's 149,888 float32 parameters, over 8
+    for rank in held:
+        assert rank == {k: planned[k] for k in ("weights", "gradients", "AdamW moments")}
