@@ -31,12 +31,14 @@ def torchrun(args: list[str], cwd: Path, nproc: int = 2) -> subprocess.Completed
 
 
 def test_two_gloo_ranks_write_the_one_process_runs_folder(tmp_path):
+    """Arm 4 with KL to the initial policy measured (`objective.measure_kl`: a frozen reference, sharded alike)."""
     from rlvr_sweep.run import run
 
-    one = Path(run(compose_cfg([*ARGS, f"run.out_root={tmp_path}/one"]))["run_dir"])
-    proc = torchrun([*ARGS, f"run.out_root={tmp_path}/two"], tmp_path)
+    args = [*ARGS, "objective.measure_kl=true"]
+    one = Path(run(compose_cfg([*args, f"run.out_root={tmp_path}/one"]))["run_dir"])
+    proc = torchrun([*args, f"run.out_root={tmp_path}/two"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    two = run_dir_of(compose_cfg([*ARGS, f"run.out_root={tmp_path}/two"]))
+    two = run_dir_of(compose_cfg([*args, f"run.out_root={tmp_path}/two"]))
     assert two.name == one.name  # the same identity: the world size is not part of it
     assert sorted(p.name for p in two.iterdir()) == sorted(p.name for p in one.iterdir())  # written once, by rank 0
     assert store.read_run_json(two)["world_size"] == 2 and "world_size" not in store.read_run_json(one)
@@ -58,6 +60,11 @@ def test_two_gloo_ranks_write_the_one_process_runs_folder(tmp_path):
     assert loss[0] == pytest.approx(loss[1], rel=1e-5)  # the first update's loss: each rank's share, summed
     norm = [s.loc[s["step"] == first, "grad_norm"].item() for s in tables["steps"]]
     assert norm[0] == pytest.approx(norm[1], rel=1e-5)  # the ranks' gradients summed, not averaged
+    # the reference's forward takes each rank's share in its backward's chunks: the same bits, so no KL before it moves
+    kl = [s.loc[s["step"] == first, "kl_ref"].item() for s in tables["steps"]]
+    assert kl == [0.0, 0.0]
+    later = [s["kl_ref"].fillna(-1.0).tolist() for s in tables["steps"]]  # NaN: no update measured it
+    assert later[1] == pytest.approx(later[0], abs=1e-4) and max(later[0]) > 0
     weights = [load_file(d / "model" / "model.safetensors") for d in (one, two)]
     assert sorted(weights[0]) == sorted(weights[1])
     gap = max((weights[0][k] - weights[1][k]).abs().max().item() for k in weights[0])
@@ -99,14 +106,16 @@ def test_per_rollout_seeds_give_two_ranks_the_one_process_groups_each_rank_drawi
 
 @pytest.mark.slow
 def test_a_killed_two_rank_run_resumes_from_the_leaders_checkpoint(tmp_path):
-    """torchrun and both ranks killed (SIGKILL) after the leader's first checkpoint; the same command then
-    resumes both ranks from it (the whole state, AdamW's keyed by name) to the ledger of the run left alone."""
+    """torchrun and both ranks killed (SIGKILL) after the leader's checkpoint inside the tail-average window; the same
+    command then resumes both ranks from it (the whole state: AdamW's keyed by name, the tail average's means gathered
+    and sharded again) to the ledger and weights of the run left alone."""
     import signal
     import time
 
     from rlvr_sweep.run import checkpoint
 
-    args = [*ARGS, "train.steps=8"]
+    args = ["+arm=ra_mst_tail50", "profile=smoke", "train.steps=8", "train.tail_average=[3,8]",
+            "train.checkpoint_every=2", "eval.limit=8", "model.engine=reference"]
     whole = torchrun([*args, f"run.out_root={tmp_path}/whole"], tmp_path)
     assert whole.returncode == 0, whole.stderr[-3000:]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
@@ -118,7 +127,7 @@ def test_a_killed_two_rank_run_resumes_from_the_leaders_checkpoint(tmp_path):
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
         try:
-            if torch.load(run_dir / checkpoint.CHECKPOINT, weights_only=True)["progress"]["step"] >= 2:
+            if torch.load(run_dir / checkpoint.CHECKPOINT, weights_only=True)["progress"]["step"] >= 4:
                 break
         except Exception:  # noqa: BLE001  (not written yet, or being replaced)
             pass
@@ -133,7 +142,7 @@ def test_a_killed_two_rank_run_resumes_from_the_leaders_checkpoint(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     info = store.read_run_json(run_dir)
     assert info["status"] == "finished" and info["world_size"] == 2
-    assert info.get("resumed_from_step", 0) >= 2, (again.stdout + again.stderr)[-5000:]
+    assert info.get("resumed_from_step", 0) >= 4, (again.stdout + again.stderr)[-5000:]
     left_alone = run_dir_of(compose_cfg([*args, f"run.out_root={tmp_path}/whole"]))
     for name in ("steps", "rollouts", "pairs", "grades"):
         pd.testing.assert_frame_equal(store.read_table(run_dir, name).drop(columns=["seconds"], errors="ignore"),
@@ -146,13 +155,14 @@ def test_what_two_ranks_cannot_take_yet_is_refused_in_one_line():
     w = ranks.World(rank=0, size=2)
     assert ranks.refusals(compose_cfg(["+arm=ra_flat"]), w) == []
     said = [ranks.refusals(compose_cfg(extra), w) for extra in (
-        ["+arm=ra_flat", "lora.rank=8"], ["+arm=grpo_original"], ["+arm=ra_flat", "model.engine=static"],
-        ["+arm=ra_mst_tail50"])]
+        ["+arm=ra_flat", "lora.rank=8"], ["+arm=ra_flat", "model.engine=static"], ["+arm=stopped_tree_accum",
+                                                                                 "train.unit_question_grad=true"])]
+    for taken in (["+arm=grpo_original"], ["+arm=ra_mst_tail50"]):  # a KL reference, a tail average: sharded alike
+        assert ranks.refusals(compose_cfg(taken), w) == []
     assert said == [["lora.rank is not supported over 2 ranks yet"],
-                    ["a KL reference (objective.kl_beta / measure_kl) is not supported over 2 ranks yet"],
                     ["model.engine=static (it reads unsharded weights; use reference or auto) is not supported over 2 "
                      "ranks yet"],
-                    ["train.tail_average is not supported over 2 ranks yet"]]
+                    ["train.unit_question_grad is not supported over 2 ranks yet"]]
     assert ranks.refusals(compose_cfg(["+arm=grpo_original"]), ranks.World()) == []
 
 

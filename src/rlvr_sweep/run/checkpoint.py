@@ -30,8 +30,10 @@ class CheckpointError(RuntimeError):
 def save(run_dir: Path, *, model, optimizer, generator: torch.Generator, tail, progress: dict) -> None:
     """Write the checkpoint. A model sharded over ranks (`run.ranks`) is gathered whole onto rank 0, which alone
     writes it, with AdamW's state keyed by parameter name; every rank must call this."""
+    tail_state = tail.state() if tail else None
     if ranks.is_sharded(model):
         model_state, optimizer_state = ranks.full_model_state(model), ranks.full_optimizer_state(model, optimizer)
+        tail_state = ranks.whole_tail(tail) if tail else None
         if not ranks.world().lead:
             return
     else:
@@ -39,7 +41,7 @@ def save(run_dir: Path, *, model, optimizer, generator: torch.Generator, tail, p
         optimizer_state = optimizer.state_dict()
     payload = {
         "model": model_state, "optimizer": optimizer_state, "generator": generator.get_state(),
-        "torch_rng": torch.get_rng_state(), "tail": tail.state() if tail else None, "progress": progress,
+        "torch_rng": torch.get_rng_state(), "tail": tail_state, "progress": progress,
         "run_hash": progress["run_hash"],
     }
     atomic_write(Path(run_dir) / CHECKPOINT, lambda f: torch.save(payload, f))
@@ -76,7 +78,7 @@ def restore(payload: dict, *, model, optimizer, generator: torch.Generator, tail
     generator.set_state(payload["generator"])
     torch.set_rng_state(payload["torch_rng"])
     if tail and payload["tail"]:
-        tail.load_state(payload["tail"])
+        tail.load_state(ranks.tail_in_shards(payload["tail"], tail) if ranks.is_sharded(model) else payload["tail"])
     return payload["progress"]
 
 

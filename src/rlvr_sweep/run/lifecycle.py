@@ -437,7 +437,10 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
 
 
 def frozen_copy(model):
-    """The run's initial weights, frozen: the reference policy of a KL term (as much memory again as the weights)."""
+    """The run's initial weights, frozen: the reference policy of a KL term (as much memory again as the weights;
+    over several ranks, their share of it)."""
+    if ranks.is_sharded(model):
+        return ranks.sharded_copy(model)
     reference = copy.deepcopy(model)
     reference.requires_grad_(False)
     return reference.eval()

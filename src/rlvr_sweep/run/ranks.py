@@ -13,7 +13,10 @@ The work is split where the result allows it:
   decoding call, every row from its own keyed generator, with the layers gathered whole for the call
   (`World.decoding`), and the ranks exchange the rows. With the baseline's one stream (`stream`, the default) a
   row's draws depend on every row before it, so every rank decodes the whole group from the same generator.
-- the rest (scoring, credit, the behaviour and reference log-probs, the read-outs) is computed alike on every rank.
+- the behaviour and KL-reference log-probs of a rank's rollouts are taken by that rank, in its backward's chunks
+  (the two forwards then round alike: no KL before the policy moves, as on one process). The KL reference is a
+  frozen copy sharded alike (`sharded_copy`).
+- the rest (scoring, credit, the read-outs) is computed alike on every rank.
 
 So the rollouts, rewards and credit do not depend on N (with per-rollout seeds: the same logits at any batch, as
 float32 on the CPU gives; tests/run/test_ranks.py); the weights agree with a one-process run to rounding (the
@@ -116,10 +119,7 @@ def refusals(cfg, w: World) -> list[str]:
     """What a run over several ranks cannot take yet, one phrase each."""
     if w.size == 1:
         return []
-    from rlvr_sweep.run.memory import needs_reference
-
-    why = {"lora.rank": cfg.lora.enabled, "a KL reference (objective.kl_beta / measure_kl)": needs_reference(cfg.objective),
-           "train.tail_average": bool(cfg.train.tail_average), "train.unit_question_grad": cfg.train.unit_question_grad,
+    why = {"lora.rank": cfg.lora.enabled, "train.unit_question_grad": cfg.train.unit_question_grad,
            f"model.engine={cfg.model.engine} (it reads unsharded weights; use reference or auto)":
                cfg.model.engine in ("static", "vllm")}
     return [f"{what} is not supported over {w.size} ranks yet" for what, refused in why.items() if refused]
@@ -138,6 +138,27 @@ def shard(model):
         module.set_gradient_divide_factor(1.0)
         module.set_force_sum_reduction_for_comms(True)
     return model
+
+
+def sharded_copy(model):
+    """A frozen copy of a sharded model, sharded alike (FSDP2 modules cannot be deep-copied): built on the meta device,
+    sharded, given memory, then each rank copies its own shards and the (whole) buffers: no collective, and never the
+    whole weights on one rank."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    weights = next(model.parameters())
+    with torch.device("meta"):
+        copy = AutoModelForCausalLM.from_config(model.config, dtype=weights.dtype)
+    shard(copy)
+    copy.to_empty(device=weights.device)
+    with torch.no_grad():
+        for (name, mine), (_, theirs) in zip(copy.named_parameters(), model.named_parameters(), strict=True):
+            mine.to_local().copy_(theirs.to_local())
+        for mine, theirs in zip(copy.buffers(), model.buffers(), strict=True):
+            mine.copy_(theirs)
+    copy.requires_grad_(False)
+    return copy.eval()
 
 
 def is_sharded(model) -> bool:
@@ -175,6 +196,20 @@ def load_full_state(model, optimizer, model_state: dict, optimizer_state: dict) 
     options = StateDictOptions(full_state_dict=True)
     set_model_state_dict(model, model_state, options=options)
     set_optimizer_state_dict(model, optimizer, by_name(model, optimizer_state), options=options)
+
+
+def whole_tail(tail) -> dict:
+    """The tail average's state with its sharded means gathered whole onto the CPU (every rank calls it)."""
+    return {"mean": [m.full_tensor().cpu() for m in tail.mean], "count": tail.count}
+
+
+def tail_in_shards(state: dict, tail) -> dict:
+    """A whole tail-average state (a checkpoint's) as this rank's shards of the live means (no collective: every
+    rank holds the whole state)."""
+    from torch.distributed.tensor import distribute_tensor
+
+    return {"mean": [distribute_tensor(whole.to(m.device), m.device_mesh, m.placements, src_data_rank=None)
+                     for whole, m in zip(state["mean"], tail.mean, strict=True)], "count": state["count"]}
 
 
 def by_name(model, state: dict) -> dict:

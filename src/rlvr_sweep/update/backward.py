@@ -151,20 +151,23 @@ def in_loss(scored, objective: Objective) -> list[bool]:
     return [leaf.finished or not objective.mask_truncated for leaf in scored.leaves]
 
 
-def sampled_logps(model, prompt: list[int], scored, *, pad_id: int, micro_batch: int | None, device) -> torch.Tensor:
+def sampled_logps(model, prompt: list[int], scored, *, pad_id: int, micro_batch: int | None, device,
+                  rows: Sequence[int] | None = None) -> torch.Tensor:
     """(N, width) float32 log-probs of every leaf's sampled completion tokens under `model`, no gradient
-    (0 past a leaf's end): the behaviour policy's before an update's first pass, or the reference's."""
+    (0 past a leaf's end): the behaviour policy's before an update's first pass, or the reference's. `rows`: only
+    these leaves (a rank's share, in the chunks its backward takes, so the two forwards round alike); the rest 0."""
     leaves = scored.leaves
+    index = list(range(len(leaves))) if rows is None else list(rows)
     width = max(len(leaf.tokens) for leaf in leaves)
     out = torch.zeros(len(leaves), width)
-    start, chunk = len(prompt) - 1, micro_batch or len(leaves)
+    start, chunk = len(prompt) - 1, micro_batch or max(len(index), 1)
     with torch.no_grad():
-        for lo in range(0, len(leaves), chunk):
-            part = leaves[lo : lo + chunk]
-            ids, attn, cmask = pack_sequences([prompt] * len(part), [leaf.tokens for leaf in part], pad_id)
+        for lo in range(0, len(index), chunk):
+            part = index[lo : lo + chunk]
+            ids, attn, cmask = pack_sequences([prompt] * len(part), [leaves[i].tokens for i in part], pad_id)
             logps = token_logprobs(model, ids.to(device), attn.to(device), start).float().cpu()
             logps = logps * cmask[:, start:]
-            out[lo : lo + len(part), : logps.shape[1]] = logps
+            out[part, : logps.shape[1]] = logps
     return out
 
 

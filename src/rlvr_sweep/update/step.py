@@ -98,12 +98,17 @@ def update_step(model, params: list, optimizer, pending: list[tuple[list[int], S
     obj = s.objective
     counted = [scored.active or s.homogeneous_step == "full_backward" for _, scored in pending]  # backpropagated
     logps = dict(pad_id=s.pad_id, micro_batch=s.micro_batch, device=s.device)
-    old = [sampled_logps(model, prompt, scored, **logps) if c and obj.needs_behaviour else None
-           for (prompt, scored), c in zip(pending, counted)]
-    ref = [sampled_logps(s.reference, prompt, scored, **logps) if c and obj.needs_reference else None
-           for (prompt, scored), c in zip(pending, counted)]
+    mine = [[] for _ in pending]  # the rollouts this rank backpropagates, over every mini-batch (one process: all)
+    for batch in mini_batches(pending, obj.mini_batches):
+        for q, rows in batch:
+            mine[q].extend(shared(rows, s.micro_batch, s.peers)[0])
+    old = [sampled_logps(model, prompt, scored, rows=rows, **logps) if c and obj.needs_behaviour else None
+           for (prompt, scored), c, rows in zip(pending, counted, mine)]
+    ref = [sampled_logps(s.reference, prompt, scored, rows=rows, **logps) if c and obj.needs_reference else None
+           for (prompt, scored), c, rows in zip(pending, counted, mine)]
     kept = [in_loss(scored, obj) for _, scored in pending]
-    behaviour = [dict(enumerate(o.sum(1).tolist())) if o is not None else {} for o in old]  # else: the first pass's
+    behaviour = [{i: o.sum(1).tolist()[i] for i in rows} if o is not None else {}  # else: the first pass's
+                 for o, rows in zip(old, mine)]
     signals = Signals()
     totals = {"loss": 0.0, "out": 0, "full": 0}
     outcomes = []
