@@ -6,7 +6,8 @@ each decoder layer and on the model), so the kept memory of `run.memory_plan` is
 
 The work is split where the result allows it:
 - the backward: each rank backpropagates a contiguous share of each question's rollouts (`update.step.shared`,
-  fork pairs kept whole) and FSDP2 sums the shares' gradients (a plain sum, not its default mean); a rank with
+  fork pairs kept whole) and FSDP2 sums the shares' gradients (a plain sum, not its default mean: a question's
+  gradient is whole once its backward is done, so `train.unit_question_grad` scales it as one process does); a rank with
   fewer chunks runs zero-weight ones, as every chunk's forward and backward gather and reduce across the ranks.
   The loss, token counts, health signals and behaviour log-probs are the ranks' together (`World.exchange`).
 - the decoding, with `train.rollout_seeding=per_rollout` (`rollout.seeding`): each rank decodes its share of each
@@ -119,7 +120,7 @@ def refusals(cfg, w: World) -> list[str]:
     """What a run over several ranks cannot take yet, one phrase each."""
     if w.size == 1:
         return []
-    why = {"lora.rank": cfg.lora.enabled, "train.unit_question_grad": cfg.train.unit_question_grad,
+    why = {"lora.rank": cfg.lora.enabled,
            f"model.engine={cfg.model.engine} (it reads unsharded weights; use reference or auto)":
                cfg.model.engine in ("static", "vllm")}
     return [f"{what} is not supported over {w.size} ranks yet" for what, refused in why.items() if refused]
