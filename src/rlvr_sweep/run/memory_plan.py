@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr_sweep.config import Config, ConfigError, scaled_length
-from rlvr_sweep.rollout.seeding import share
 from rlvr_sweep.run.memory import DTYPE_BYTES, needs_reference, parameter_count, size_words
 
 LONGEST = 16  # prompts tokenized per data set: the longest by bytes
@@ -183,7 +182,11 @@ def _rollout_rows(cfg: Config, shards: int = 1) -> int:
     largest rank's share (`rollout.seeding.share`)."""
     s = cfg.sampler
     rows = s.group_size if s.name == "flat" else max(s.group_size, s.K * s.B)
-    return len(share(rows, 0, shards, multiple=2)) if shards > 1 else rows
+    if shards == 1:
+        return rows
+    from rlvr_sweep.rollout.seeding import share  # here: it brings torch, which a one-rank preflight never needs
+
+    return len(share(rows, 0, shards, multiple=2))
 
 
 def _lora_targets(lora) -> tuple[str, ...]:

@@ -45,7 +45,6 @@ def _hydra_entry(raw) -> dict:
     from rlvr_sweep.run.loggers import check_loggers
     from rlvr_sweep.run.plan import finished_as_left, locate
     from rlvr_sweep.store import RunBusyError, UnfinishedRunError
-    from rlvr_sweep.run.ranks import world
     from rlvr_sweep.sweep.summary import BUSY, JOB_ERROR, POINTER, SKIPPED, format_summary
 
     user_errors = (ConfigError, DataError, ModelLoadError, UnfinishedRunError, ImportError)  # one line
@@ -108,7 +107,8 @@ def _hydra_entry(raw) -> dict:
         return {"status": "failed", "error": repr(err)}
     if info.get("skipped"):
         (job_dir / SKIPPED).touch()
-    if single and world().lead:  # over several ranks: the leader's, once (a follower's is its scratch copy)
+    # over several ranks the leader's, once (a follower's is its scratch copy); `run.ranks` exported RANK
+    if single and os.environ.get("RANK", "0") == "0":
         print("\nRun summary (greedy accuracy, %):\n" + format_summary([info]), flush=True)
     return info
 
