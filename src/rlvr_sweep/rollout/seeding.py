@@ -24,9 +24,6 @@ import torch
 
 from rlvr_sweep.rollout.engine import Generation
 
-SEEDINGS = ("stream", "per_rollout")  # train.rollout_seeding: the run's one generator (the baseline's), or per row
-
-
 def rollout_seed(seed: int, step: int, call: int, row: int) -> int:
     """A 63-bit seed for one row of one decoding call: blake2b of the four numbers, so neighbouring keys
     give unrelated streams. E.g. ``rollout_seed(42, 0, 0, 0) == 4945949205331585457``."""
@@ -40,7 +37,6 @@ class RowGenerators:
 
     def __init__(self, seeds: list[int], device) -> None:
         self.generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
-        self.device = torch.device(device)
 
     def __len__(self) -> int:
         return len(self.generators)

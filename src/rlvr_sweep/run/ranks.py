@@ -7,8 +7,9 @@ each decoder layer and on the model), so the kept memory of `run.memory_plan` is
 The work is split where the result allows it:
 - the backward: each rank backpropagates a contiguous share of each question's rollouts (`update.step.shared`,
   fork pairs kept whole) and FSDP2 sums the shares' gradients (a plain sum, not its default mean: a question's
-  gradient is whole once its backward is done, so `train.unit_question_grad` scales it as one process does); a rank with
-  fewer chunks runs zero-weight ones, as every chunk's forward and backward gather and reduce across the ranks.
+  gradient is whole once its backward is done, so `train.unit_question_grad` scales it as one process does); a
+  rank with fewer chunks runs zero-weight ones, as every chunk's forward and backward gather and reduce across the
+  ranks.
   The loss, token counts, health signals and behaviour log-probs are the ranks' together (`World.exchange`).
 - the decoding, with `train.rollout_seeding=per_rollout` (`rollout.seeding`): each rank decodes its share of each
   decoding call, every row from its own keyed generator, with the layers gathered whole for the call
@@ -21,8 +22,9 @@ The work is split where the result allows it:
 
 So the rollouts, rewards and credit do not depend on N (with per-rollout seeds: the same logits at any batch, as
 float32 on the CPU gives; tests/run/test_ranks.py); the weights agree with a one-process run to rounding (the
-gradient is summed in another order: measured 2e-7 after 6 float32 steps of the tiny model at lr 1e-3, within
-Adam's sign-like first steps otherwise), and the world size is recorded in run.json, not in the identity.
+gradient is summed in another order: the first update's loss and gradient norm to 1e-5, and Adam's sign-like
+first steps can turn a rounding-level gradient element into an lr-sized step), and the world size is recorded in
+run.json, not in the identity.
 
 Rank 0 leads: it owns the run folder (lock, tables, checkpoints, the kept model) exactly as a one-process run does.
 Every other rank follows in a scratch folder of its own, removed at the end: it runs the same steps (each

@@ -91,6 +91,12 @@ def gathered(peers, totals: dict, signals: Signals, behaviour: list[dict]) -> tu
     return {k: sum(e["totals"][k] for e in every) for k in totals}, merged
 
 
+def _sums_of(logps: torch.Tensor, rows: list[int]) -> dict[int, float]:
+    """{rollout: the sum of its sampled tokens' log-probs} of `rows`, from (N, width) log-probs."""
+    sums = logps.sum(1).tolist()
+    return {i: sums[i] for i in rows}
+
+
 def update_step(model, params: list, optimizer, pending: list[tuple[list[int], ScoredGroup]],
                 s: UpdateSettings) -> Update:
     """The update of `pending` ((prompt, scored group) per accumulated question)."""
@@ -107,8 +113,8 @@ def update_step(model, params: list, optimizer, pending: list[tuple[list[int], S
     ref = [sampled_logps(s.reference, prompt, scored, rows=rows, **logps) if c and obj.needs_reference else None
            for (prompt, scored), c, rows in zip(pending, counted, mine)]
     kept = [in_loss(scored, obj) for _, scored in pending]
-    behaviour = [{i: o.sum(1).tolist()[i] for i in rows} if o is not None else {}  # else: the first pass's
-                 for o, rows in zip(old, mine)]
+    # else: the first pass's, filled by its backward
+    behaviour = [_sums_of(o, rows) if o is not None else {} for o, rows in zip(old, mine)]
     signals = Signals()
     totals = {"loss": 0.0, "out": 0, "full": 0}
     outcomes = []
