@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-from rlvr_sweep.rollout import ENGINES, engine, static_engine
+from rlvr_sweep.rollout import ENGINES, engine, graph_sampler, static_engine, step_graphs
 from rlvr_sweep.rollout.qwen3_step import Qwen3StepWeights, UnsupportedModel, decode_step
 from rlvr_sweep.rollout.step_graphs import row_bucket, window_bucket
 from tests.conftest import REPO, make_random_qwen3
@@ -214,6 +214,29 @@ def test_gpu_shapes_on_cpu_give_the_same_tokens(tiny):
     fast = static_engine.generate(model, batch, **kw)
     assert all(ref.finished) and max(ref.lengths) <= 20
     assert fast.tokens == ref.tokens and fast.untrimmed_steps == ref.untrimmed_steps
+
+
+@pytest.mark.parametrize("candidates", [4, step_graphs.IN_GRAPH_CANDIDATES])
+def test_gpu_shapes_draw_inside_the_step_as_the_eager_sampler_does(tiny, candidates, monkeypatch):
+    """The GPU loop's draw inside its step (`graph_sampler` on each row's likeliest tokens, the sort for the rows
+    they leave undecided) against the same loop sampling eagerly: the same tokens, the generator in the same
+    state; and the reference engine's tokens. 4 candidates leave many rows to the sort, the default few."""
+    monkeypatch.setattr(step_graphs, "IN_GRAPH_CANDIDATES", candidates)
+    undecided = []
+    sort = graph_sampler.sorted_tokens
+    monkeypatch.setattr(graph_sampler, "sorted_tokens", lambda *a: undecided.append(1) or sort(*a))
+    model = AutoModelForCausalLM.from_pretrained(TINY, dtype=torch.float32).eval()
+    static_engine.session_for(model, gpu_like=True)
+    kw = dict(max_new_tokens=30, eos_id=None, pad_id=PAD, temperature=0.8, top_p=0.9)
+    runs = {}
+    for in_graph in (True, False):
+        monkeypatch.setattr(static_engine, "IN_GRAPH_SAMPLING", in_graph)
+        gen = torch.Generator().manual_seed(11)
+        runs[in_graph] = static_engine.generate(model, RAGGED, generator=gen, **kw), gen.get_state()
+    assert runs[True][0] == runs[False][0] and torch.equal(runs[True][1], runs[False][1])
+    assert (len(undecided) > 0) == (candidates == 4)
+    ref = engine.generate(model, RAGGED, generator=torch.Generator().manual_seed(11), **kw)
+    assert runs[True][0].tokens == ref.tokens
 
 
 def test_sessions_do_not_keep_models_alive():

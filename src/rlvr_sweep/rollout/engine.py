@@ -312,7 +312,13 @@ class DecodeRecord:
             best2 = logits.float().topk(2, dim=-1)  # values, indices: (B, 2) each
             self.margins[:, t] = best2.values[:, 0] - best2.values[:, 1]
             self.top2[:, t] = best2.indices
-        nxt = sample_next_token(logits, temperature, top_p, generator).masked_fill(self.finished, self.pad_id)
+        return self.take(sample_next_token(logits, temperature, top_p, generator), logits)
+
+    def take(self, drawn: torch.Tensor, logits: torch.Tensor | None = None) -> torch.Tensor:
+        """Record the step's drawn tokens (B,) (rows already finished get ``pad_id``) and return them; the raw
+        ``logits`` are needed only with ``record_logprobs``."""
+        t = self.steps
+        nxt = drawn.masked_fill(self.finished, self.pad_id)
         self.tokens[:, t] = nxt
         if self.logprobs is not None:  # log softmax(raw logits)[token] = logit - logsumexp, in float32
             raw = logits.float()

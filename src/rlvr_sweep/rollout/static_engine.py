@@ -17,8 +17,13 @@ Equality with the reference engine:
 Per model, the weights view, caches (one per row bucket, grown on demand) and captured graphs are
 kept between calls in a weak-keyed table; `release(model)` frees them.
 
-Host syncs: on a GPU the loop reads the all-finished flag only every `CHECK_EVERY` steps, so the
-host never waits for the device inside a stretch of steps. The extra steps after the last EOS emit
+Sampling on the GPU path is drawn inside the step's graph (`in_graph_sampling`, `graph_sampler`): each row's
+1,024 likeliest tokens decide its nucleus, and the loop reads back one flag a step saying whether every row
+was decided (the rows that were not are drawn by the full sort, eagerly, from the same probabilities and
+noise): the same tokens, and the generator moved as `engine.sample_next_token` moves it.
+
+Host syncs: on a GPU the loop reads the all-finished flag only every `CHECK_EVERY` steps (and, when it
+samples inside the graph, that one flag a step). The extra steps after the last EOS emit
 pads and are trimmed, and the accounting is that of the reference loop (which stops at once); with
 sampling they also draw up to ``CHECK_EVERY - 1`` extra rows of random numbers. On a CPU (no
 asynchrony to protect) it checks every step, so the generator advances exactly as in the reference.
@@ -34,12 +39,15 @@ import torch
 from rlvr_sweep.rollout.engine import DecodeRecord, Generation, nothing_to_decode
 from rlvr_sweep.rollout.prefill import prefill
 from rlvr_sweep.rollout.qwen3_step import KVCache, Qwen3StepWeights, rope_tables
-from rlvr_sweep.rollout.step_graphs import StepRunner, row_bucket
+from rlvr_sweep.rollout import graph_sampler
+from rlvr_sweep.rollout.step_graphs import InGraphSampling, StepRunner, row_bucket
 
-__all__ = ["generate", "release", "CHECK_EVERY", "CUDA_GRAPHS", "Session", "session_for"]
+__all__ = ["generate", "release", "in_graph_sampling", "CHECK_EVERY", "CUDA_GRAPHS", "IN_GRAPH_SAMPLING", "Session",
+           "session_for"]
 
 CHECK_EVERY = 16  # on CUDA: decode steps between reads of the all-finished flag
 CUDA_GRAPHS = True  # capture decode steps on CUDA; False runs them eagerly (read when a cache is built)
+IN_GRAPH_SAMPLING = True  # on the GPU path, draw each token inside its step's graph (`in_graph_sampling`)
 CPU_CAPACITY_QUANTUM = 64
 CUDA_CAPACITY_QUANTUM = 256
 
@@ -103,6 +111,21 @@ def release(model: torch.nn.Module) -> None:
     _SESSIONS.pop(model, None)
 
 
+def in_graph_sampling(session: Session, vocab: int, temperature: float | None, top_p: float | None, generator,
+                      recording: bool) -> InGraphSampling | None:
+    """How the GPU loop's steps draw inside their graph (`step_graphs.InGraphSampling`), or None where the loop samples
+    eagerly: off the GPU path (a CPU's own loop), with `IN_GRAPH_SAMPLING` off, greedy, without a top-p cut, with
+    margins or log-probs recorded, or with a generator per row (`seeding.RowGenerators`)."""
+    if not (IN_GRAPH_SAMPLING and session.gpu_like) or recording or hasattr(generator, "sample"):
+        return None
+    if temperature is None or temperature <= 0 or top_p is None or top_p >= 1.0 or vocab < 2:
+        return None
+    device = session.weights.device
+    if generator is None:  # the default generator, named, so that its state can be registered with a graph
+        generator = torch.cuda.default_generators[device.index or 0] if device.type == "cuda" else torch.default_generator
+    return InGraphSampling(temperature, top_p, generator, vocab)
+
+
 def generate(
     model: torch.nn.Module,
     prompts: list[list[int]],
@@ -155,8 +178,10 @@ def generate(
 
             record = DecodeRecord(batch, max_new_tokens, eos_id, pad_id, record_margins, device, record_logprobs)
             check_every = session.check_every
+            sampling = in_graph_sampling(session, logits.shape[-1], temperature, top_p, generator,
+                                         record_margins or record_logprobs)
+            nxt = record.emit(logits, temperature, top_p, generator)
             while True:
-                nxt = record.emit(logits, temperature, top_p, generator)
                 steps = record.steps
                 if steps == max_new_tokens or (steps % check_every == 0 and record.all_finished()):
                     break
@@ -164,8 +189,15 @@ def generate(
                     step_tokens = nxt
                 else:
                     step_tokens[:batch] = nxt
-                logits = runner.step(step_tokens, rope_pos, write_pos, max_len + steps, all_valid=not padded)
-                logits = logits[:batch] if rows > batch else logits
+                if sampling is None:
+                    logits = runner.step(step_tokens, rope_pos, write_pos, max_len + steps, all_valid=not padded)
+                    nxt = record.emit(logits[:batch] if rows > batch else logits, temperature, top_p, generator)
+                else:  # the step and the draw in one graph; the rows its candidates left undecided, by the sort
+                    probs, q, drawn, decided = runner.step_and_sample(step_tokens, rope_pos, write_pos,
+                                                                      max_len + steps, sampling, batch)
+                    if not bool(decided.all()):
+                        drawn = torch.where(decided, drawn, graph_sampler.sorted_tokens(probs, top_p, q))
+                    nxt = record.take(drawn)
                 rope_pos += 1
                 write_pos += 1
 
