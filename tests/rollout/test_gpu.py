@@ -55,6 +55,36 @@ def test_the_candidate_filter_stays_off_cuda_where_it_is_not_the_full_sort():
     assert torch.equal(nucleus.top_p_filter(probs, 0.9), full)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_draw_inside_the_graph_is_the_eager_draw(dtype, monkeypatch):
+    """Sampling inside the captured step (`static_engine.in_graph_sampling`) against the same loop sampling eagerly,
+    graphs both: the same tokens and generator state, in both dtypes, with 4 candidates (many rows to the sort) and
+    the default; and the candidate draw against the sort's at Qwen3's vocabulary. What puts CUDA in
+    `IN_GRAPH_SAMPLING_DEVICES`."""
+    from rlvr_sweep.rollout import graph_sampler, step_graphs
+
+    monkeypatch.setattr(static_engine, "IN_GRAPH_SAMPLING_DEVICES", ("cpu", "cuda"))
+    model = make_random_qwen3(seed=3).to("cuda", dtype).eval()
+    kw = dict(max_new_tokens=24, eos_id=None, pad_id=PAD, temperature=0.8, top_p=0.9)
+    for candidates in (4, step_graphs.IN_GRAPH_CANDIDATES):
+        monkeypatch.setattr(step_graphs, "IN_GRAPH_CANDIDATES", candidates)
+        runs = []
+        for in_graph in (True, False):
+            monkeypatch.setattr(static_engine, "IN_GRAPH_SAMPLING", in_graph)
+            static_engine.release(model)
+            gen = torch.Generator("cuda").manual_seed(4)
+            runs.append((static_engine.generate(model, RAGGED, generator=gen, **kw), gen.get_state()))
+        assert runs[0][0] == runs[1][0] and torch.equal(runs[0][1], runs[1][1]), candidates
+    static_engine.release(model)
+    logits = torch.randn(8, 151_936, generator=torch.Generator().manual_seed(0))
+    logits[:, :40] += torch.linspace(12, 4, 40)
+    probs = graph_sampler.probabilities(logits.to("cuda", dtype), 0.6)
+    q = graph_sampler.noise(probs, torch.Generator("cuda").manual_seed(1))
+    tokens, decided = graph_sampler.candidate_tokens(probs, 0.9, q, 1024)
+    print(f"in-graph draw on CUDA {dtype}: {int(decided.sum())}/8 rows decided on 1,024 candidates")
+    assert torch.equal(tokens[decided], graph_sampler.sorted_tokens(probs, 0.9, q)[decided])
+
+
 def test_auto_decodes_float32_with_static_and_bf16_with_the_reference_on_a_gpu(monkeypatch):
     called = []
     monkeypatch.setattr(engines.static_engine, "generate", lambda *a, **k: called.append("static"))

@@ -17,7 +17,8 @@ Equality with the reference engine:
 Per model, the weights view, caches (one per row bucket, grown on demand) and captured graphs are
 kept between calls in a weak-keyed table; `release(model)` frees them.
 
-Sampling on the GPU path is drawn inside the step's graph (`in_graph_sampling`, `graph_sampler`): each row's
+Sampling on the GPU path can be drawn inside the step's graph (`in_graph_sampling`, `graph_sampler`; on the
+devices of `IN_GRAPH_SAMPLING_DEVICES`, where it is proven the eager draw: so far the CPU): each row's
 1,024 likeliest tokens decide its nucleus, and the loop reads back one flag a step saying whether every row
 was decided (the rows that were not are drawn by the full sort, eagerly, from the same probabilities and
 noise): the same tokens, and the generator moved as `engine.sample_next_token` moves it.
@@ -47,7 +48,8 @@ __all__ = ["generate", "release", "in_graph_sampling", "CHECK_EVERY", "CUDA_GRAP
 
 CHECK_EVERY = 16  # on CUDA: decode steps between reads of the all-finished flag
 CUDA_GRAPHS = True  # capture decode steps on CUDA; False runs them eagerly (read when a cache is built)
-IN_GRAPH_SAMPLING = True  # on the GPU path, draw each token inside its step's graph (`in_graph_sampling`)
+IN_GRAPH_SAMPLING = True  # on the GPU path, draw each token inside its step's graph (`in_graph_sampling`)...
+IN_GRAPH_SAMPLING_DEVICES = ("cpu",)  # ...on the devices where that is proven the eager draw (the GPU check tests CUDA)
 CPU_CAPACITY_QUANTUM = 64
 CUDA_CAPACITY_QUANTUM = 256
 
@@ -114,13 +116,16 @@ def release(model: torch.nn.Module) -> None:
 def in_graph_sampling(session: Session, vocab: int, temperature: float | None, top_p: float | None, generator,
                       recording: bool) -> InGraphSampling | None:
     """How the GPU loop's steps draw inside their graph (`step_graphs.InGraphSampling`), or None where the loop samples
-    eagerly: off the GPU path (a CPU's own loop), with `IN_GRAPH_SAMPLING` off, greedy, without a top-p cut, with
+    eagerly: off the GPU path (a CPU's own loop), on a device not in `IN_GRAPH_SAMPLING_DEVICES`, with
+    `IN_GRAPH_SAMPLING` off, greedy, without a top-p cut, with
     margins or log-probs recorded, or with a generator per row (`seeding.RowGenerators`)."""
-    if not (IN_GRAPH_SAMPLING and session.gpu_like) or recording or hasattr(generator, "sample"):
+    device = session.weights.device
+    if not (IN_GRAPH_SAMPLING and session.gpu_like and device.type in IN_GRAPH_SAMPLING_DEVICES):
+        return None
+    if recording or hasattr(generator, "sample"):
         return None
     if temperature is None or temperature <= 0 or top_p is None or top_p >= 1.0 or vocab < 2:
         return None
-    device = session.weights.device
     if generator is None:  # the default generator, named, so that its state can be registered with a graph
         generator = torch.cuda.default_generators[device.index or 0] if device.type == "cuda" else torch.default_generator
     return InGraphSampling(temperature, top_p, generator, vocab)

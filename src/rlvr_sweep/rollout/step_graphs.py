@@ -76,8 +76,8 @@ class _Graph:
         if generator is not None:
             generator.set_state(state)
         self.graph = torch.cuda.CUDAGraph()
-        if generator is not None:
-            self.graph.register_generator_state(generator)
+        if generator is not None and generator is not torch.cuda.default_generators[runner.weights.device.index or 0]:
+            self.graph.register_generator_state(generator)  # (the default one is registered by the capture itself)
         with torch.cuda.graph(self.graph, pool=runner.pool), attention_kernels(runner.weights.device):
             self.outputs = fn(self.tokens, self.rope_pos, self.write_pos)  # recorded only
 
