@@ -43,8 +43,9 @@ from rlvr_sweep.update import apply_update, make_adamw, pack_sequences, policy_l
 
 TINY = Path(__file__).resolve().parents[1] / "src" / "rlvr_sweep" / "policy" / "assets" / "tiny_qwen3"
 TEMPERATURE, TOP_P, GROUP = 0.8, 0.9, 8
-PARTS = ("decode", "decode_b32", "decode_eager", "step_split_b8", "step_split_b32", "agreement", "agreement_float32",
-         "arm1", "readout_fixed32", "readout_refill", "vllm")
+PARTS = ("trace", "graph_shapes", "decode", "decode_b32", "decode_eager", "decode_in_graph", "step_split_b8",
+         "step_split_b32", "agreement", "agreement_float32", "arm1", "readout_fixed32", "readout_refill", "vllm")
+TRACE_REPLAYS = 20
 
 
 def out(key: str, value) -> None:
@@ -167,6 +168,94 @@ def step_split(model, clock, args, pad_id, batch: int, engine_ms: float | None) 
         out(f"step_split_{name}_ms_{tag}", ms)
     if engine_ms is not None:
         out(f"step_split_rest_ms_{tag}", engine_ms - split["step"] - split["top_p_sampling"])
+
+
+def _steady_runner(model, pad_id, batch: int, context: int, extra: int):
+    """A static session's step runner for ``batch`` rows whose cache holds ``context`` real positions (a real
+    prefill and decode through the engine) and ``extra`` more; with the inputs of the step that writes position
+    ``context``: ``(runner, tokens, rope, write)``."""
+    prompts = wl.random_prompts([context - 4 - (i * 7) % 5 for i in range(batch)], model.config.vocab_size, seed=7)
+    width = max(map(len, prompts))
+    static_engine.generate(model, prompts, max_new_tokens=context - width, eos_id=-1, pad_id=pad_id,
+                           temperature=TEMPERATURE, top_p=TOP_P)
+    session = static_engine.session_for(model)
+    rows, device = session.rows_for(batch), session.weights.device
+    runner = session.runner(rows, context + extra)
+    position = torch.full((rows,), context, dtype=torch.long, device=device)
+    return runner, torch.full((rows,), pad_id, dtype=torch.long, device=device), position, position.clone()
+
+
+def trace(model, clock, args, pad_id) -> None:
+    """Where a captured step's time goes (item 1 of issue 50): `TRACE_REPLAYS` replays of the batch-8 step at a
+    ~400-token context (50 on the CPU) under `torch.profiler`: kernels a step (on the CPU: ATen ops with time of
+    their own), their summed time against the wall time of a step, and the ten largest by time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = model.device.type == "cuda"
+    context, n = (50 if args.cpu else 400), TRACE_REPLAYS
+    runner, tokens, rope, write = _steady_runner(model, pad_id, GROUP, context, 1)
+
+    def replays():
+        for _ in range(n):
+            runner.step(tokens, rope, write, context + 1)
+
+    with torch.no_grad():
+        replays()  # the graph of this window captured
+        wall, _ = clock.time(replays)
+        with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+            replays()
+            clock.sync()
+    if cuda:
+        kernels = [(e.key, e.count, e.device_time_total) for e in prof.key_averages()
+                   if e.device_time_total > 0 and e.device_type == torch.autograd.DeviceType.CUDA]
+    else:
+        kernels = [(e.key, e.count, e.self_cpu_time_total) for e in prof.key_averages()
+                   if e.key.startswith("aten::") and e.self_cpu_time_total > 0]
+    unit = "kernels" if cuda else "cpu_ops"
+    out(f"trace_{unit}_per_step_b8", sum(c for _, c, _ in kernels) / n)
+    out(f"trace_{unit}_ms_per_step_b8", sum(t for _, _, t in kernels) / n / 1e3)
+    out("trace_wall_ms_per_step_b8", 1e3 * wall / n)
+    for rank, (key, count, total) in enumerate(sorted(kernels, key=lambda k: -k[2])[:10], 1):
+        out(f"trace_top{rank}", f"{total / n / 1e3:.4f} ms/step x{count / n:g} {key[:90]}")
+
+
+def graph_shapes(model, clock, args, pad_id) -> None:
+    """ms per replay of the captured step at batch 1, 8 and 32 and attention windows 256 and 1,024 (64 and 128 on
+    the CPU), each the mean of `TRACE_REPLAYS` replays after one that captures it."""
+    windows = (64, 128) if args.cpu else (256, 1024)
+    for batch in (1, GROUP, 32):
+        for window in windows:
+            runner, tokens, rope, write = _steady_runner(model, pad_id, batch, window - 8, 8)
+
+            def replays(window=window):
+                for _ in range(TRACE_REPLAYS):
+                    runner.step(tokens, rope, write, window)
+
+            with torch.no_grad():
+                replays()
+                seconds, _ = clock.time(replays)
+            out(f"graph_ms_per_step_b{batch}_w{window}", 1e3 * seconds / TRACE_REPLAYS)
+        static_engine.release(model)
+
+
+def decode_in_graph(model, clock, args, pad_id, ms: dict | None, ms_b32: dict | None) -> None:
+    """The static engine's decode with each token drawn inside its step's graph (`static_engine.in_graph_sampling`,
+    on this device whether or not it is yet in `IN_GRAPH_SAMPLING_DEVICES`), at batch 8 and 32, beside the eager
+    draw's figures of the `decode` parts; on the CPU through the GPU loop's shapes, run eagerly."""
+    device = model.device.type
+    saved = static_engine.IN_GRAPH_SAMPLING_DEVICES
+    static_engine.IN_GRAPH_SAMPLING_DEVICES = (*saved, device)
+    static_engine.release(model)
+    static_engine.session_for(model, gpu_like=True)
+    run = {"static_in_graph": our_generate(static_engine.generate, model.device)}
+    try:
+        for batch, eager in ((GROUP, ms), (32, ms_b32)):
+            got = bench_decode(model, clock, args, pad_id, run, batch=batch)["static_in_graph"]
+            if eager and not args.cpu:
+                out(f"in_graph_sampling_speedup_b{batch}", eager["static"] / got)
+    finally:
+        static_engine.IN_GRAPH_SAMPLING_DEVICES = saved
+        static_engine.release(model)
 
 
 def greedy_agreement(model, pad_id, n: int, tag: str = "") -> None:
@@ -388,10 +477,13 @@ def main() -> None:
     if only - set(PARTS):
         sys.exit(f"--only: unknown parts {sorted(only - set(PARTS))} (known: {', '.join(PARTS)})")
     static_gen = our_generate(static_engine.generate, device)
+    section("trace", lambda: trace(model, clock, args, pad_id))
+    section("graph_shapes", lambda: graph_shapes(model, clock, args, pad_id))
     engines = {"hf_generate": hf_generate, "reference": our_generate(engine.generate, device), "static": static_gen}
     ms = section("decode", lambda: bench_decode(model, clock, args, pad_id, engines))
     both = {name: engines[name] for name in ("reference", "static")}  # the read-out's batch and context
     ms_b32 = section("decode_b32", lambda: bench_decode(model, clock, args, pad_id, both, batch=32))
+    section("decode_in_graph", lambda: decode_in_graph(model, clock, args, pad_id, ms, ms_b32))
     if device.type == "cuda":  # what the graphs buy: the same step run eagerly
 
         def eager():

@@ -17,20 +17,26 @@ made:
    the machine's own environment; its torch is printed before and after); every dependency imported, each
    from where it was found. The dry run installs into a clean folder the same way and blocks these
    packages from anywhere else (`offline_site.blocker`), so it proves the carried set is complete;
-2. engine: `bench/bench_engine.py`'s GPU mode on a randomly initialised Qwen3-0.6B-shaped model in bf16:
-   decode ms per step for `reference` and `static` (CUDA graphs) and where a static step's time goes (the
+2. engine: `bench/bench_engine.py`'s GPU mode on a randomly initialised Qwen3-0.6B-shaped model in bf16: first
+   a `torch.profiler` trace of 20 replays of the batch-8 step graph at a ~400-token context (kernels a step, their
+   summed time against the wall time, the ten largest) and the graph at batch 1 / 8 / 32 and windows 256 / 1,024;
+   decode ms per step for `reference` and `static` (CUDA graphs), and static drawing each token inside its step's
+   graph (`decode_in_graph`), and where a static step's time goes (the
    graph replay, top-p sampling, the loop's own host work: `step_split`), greedy tokens of static against the
    reference in bf16 and in float32 (with the reference's logit margin where rows part), the Arm 1 replay,
    and the read-out schedules on 320 of the 950 items (`--cpu --quick` in the dry run);
-3. arm1: a real Arm 1 run of the paper profile through `python -m rlvr_sweep` (`+arm=baseline`, bf16,
-   `model.engine=static`) on that random folder with the real tokenizer: its first step, its steps, its
-   wall time; a random model never emits EOS, so every rollout runs to the horizon and the projection to 50
-   steps is an upper bound (labelled so);
-4. bigger: a Qwen3-1.7B-shaped run (random weights, bf16, 2 steps at a 256-token horizon, the reference engine, no
+3. arm1: a real 50-step Arm 1 run of the paper profile through `python -m rlvr_sweep` (`+arm=baseline`, bf16,
+   `model.engine=static`) on that random folder with the real tokenizer, read-out included (32 MATH-500 items:
+   a random model never emits EOS, so every rollout and answer runs to its cap, and the figures are upper
+   bounds, labelled so): its first step, its steps, its training and wall time;
+4. share: k = 1, 2, 4 short Arm 1 runs at once on the one GPU, each its own process with the same seed: runs per
+   hour at each k, and whether each run's rollouts equal the run's alone (issue 50, item 4; no memory cap
+   per process, and no CUDA MPS);
+5. bigger: a Qwen3-1.7B-shaped run (random weights, bf16, 2 steps at a 256-token horizon, the reference engine, no
    read-out) in full fine-tuning with activation checkpointing and through a rank-32 LoRA adapter: each run's
    preflight memory estimate (`run.memory_plan`) beside its measured peak (`torch.cuda.max_memory_allocated`), both
    from its run.json, and its step seconds;
-5. tests: the GPU-only tests (tests/rollout/test_gpu.py, test_vllm_engine.py); a run in which none of
+6. tests: the GPU-only tests (tests/rollout/test_gpu.py, test_vllm_engine.py); a run in which none of
    them passed fails (on the dry run's CPU they all skip, which is reported as that failure and expected).
 
 Each figure the issue sets a floor for is printed beside it as a ratio (`FLOORS`; H200 bf16, 4.8 TB/s: a
@@ -62,16 +68,18 @@ DEPENDENCIES = ("torch", "transformers", "hydra", "omegaconf", "antlr4", "submit
                 "sympy", "pandas", "pyarrow", "safetensors", "yaml", "numpy", "rlvr_sweep")
 GPU_TESTS = ("tests/rollout/test_gpu.py", "tests/rollout/test_vllm_engine.py")
 GPU_ONLY = "tests/rollout/test_gpu.py"  # every test of it must run and pass on the GPU (vLLM's may skip: no vLLM)
-SHARES = {"install": 0.07, "engine": 0.40, "arm1": 0.18, "bigger": 0.25, "tests": 0.10}  # of the deadline, in order
+SHARES = {"install": 0.05, "engine": 0.33, "arm1": 0.25, "share": 0.12, "bigger": 0.15, "tests": 0.10}  # in order
 # (seen on the H200, 2026-12-04, of 480 s: install 17-21 s; engine ~290 s with the 950-item read-out, which
 # its parts' times put at about 200 s with 320 items and the float32 agreement (estimated, not yet run whole);
-# arm1 82 s; tests 18-28 s; bigger: added 2026-12-05, not yet run on a GPU, its share from its sizes)
+# arm1 82 s at 5 steps; tests 18-28 s; bigger and share (added 2026-12-05) and arm1's 50 steps (2026-12-06) not yet
+# run on a GPU, their shares from their sizes)
+SHARE_PROCESSES = (1, 2, 4)  # Arm 1 runs at once on the one GPU (the dry run: 1 and 2)
 ENGINE_READOUT_ITEMS = 320  # of the 950: ten fixed batches of 32 (the first measured, the rest projected) and refill
 FLOORS = {  # H200 bf16 (4.8 TB/s, ~790 TFLOP/s), from the issue's arithmetic: weights + KV cache read per step
     "engine.decode_ms_per_step_b8_static": 0.33, "engine.decode_ms_per_step_b8_reference": 0.33,  # ~400-token context
     "engine.decode_ms_per_step_b32_static": 1.03, "engine.decode_ms_per_step_b32_reference": 1.03,  # ~1,024 tokens
     "engine.readout_fixed32_ms_per_step": 1.03,  # a decode step at batch 32 (the 950-item read-out: 23.5 s)
-    "arm1_step_s": 7.3 / 50, "arm1_projected_50_steps_upper_bound_s": 7.3}
+    "arm1_step_s": 7.3 / 50, "arm1_projected_50_steps_upper_bound_s": 7.3, "arm1_train_s": 7.3}
 figures: dict[str, str] = {}
 summary_file: Path | None = None
 
@@ -176,7 +184,7 @@ class Check:
     def arm1(self, budget: float) -> None:
         dtype = "float32" if self.dry else "bfloat16"
         folder = self.model_folder(dtype, budget)
-        steps = 2 if self.dry else 5
+        steps = 2 if self.dry else 50
         root = WORK / ("runs_dry" if self.dry else "runs")
         shutil.rmtree(root, ignore_errors=True)  # a fresh run, never a skipped one
         overrides = ["+arm=baseline", f"model.path={folder}", "model.name=random_qwen3", f"model.dtype={dtype}",
@@ -203,6 +211,45 @@ class Check:
         out("arm1_run_wall_s", float(info["wall_seconds"]))
         out("arm1_rollout_cap", info.get("rollout_cap"))
         out("arm1_projected_50_steps_upper_bound_s", float(seconds.iloc[0] + 49 * later.mean()))
+
+    def share(self, budget: float) -> None:
+        """Item 4 of issue 50: k short Arm 1 runs at once on the one GPU (k = `SHARE_PROCESSES`), each a process of
+        its own with the same seed; runs per hour at each k, and whether every run's rollouts (tokens, rewards,
+        credit, every column but none of time) equal those of the run alone."""
+        if self.dry:  # the code path, cheaply: the shipped tiny model on the toy task
+            overrides = ["+arm=baseline", "profile=smoke", "train.steps=2", "eval=none"]
+        else:
+            folder = self.model_folder("bfloat16", budget)
+            overrides = ["+arm=baseline", f"model.path={folder}", "model.name=random_qwen3", "model.dtype=bfloat16",
+                         "train.steps=3", f"data.root={WORK / 'data'}", "eval=none", "model.device=cuda",
+                         "model.engine=static", "profile.length_scale=0.25"]
+        alone = None
+        import pandas as pd  # the image has it
+
+        for k in SHARE_PROCESSES[:2] if self.dry else SHARE_PROCESSES:
+            roots = [WORK / f"runs_share{'_dry' if self.dry else ''}_{k}_{i}" for i in range(k)]
+            for root in roots:
+                shutil.rmtree(root, ignore_errors=True)
+            started = time.perf_counter()
+            procs = [subprocess.Popen([sys.executable, "-m", "rlvr_sweep", *overrides, f"run.out_root={root}",
+                                       f"hydra.run.dir={root}/hydra"], env=self.env(), stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, text=True) for root in roots]
+            errors = []
+            try:
+                for p in procs:
+                    _, err = p.communicate(timeout=max(1.0, min(budget, self.left(SHARES["share"])) - 1))
+                    errors.append(err if p.returncode else "")
+            finally:
+                for p in procs:
+                    p.kill()
+            wall = time.perf_counter() - started
+            if any(errors):
+                raise RuntimeError(f"k={k}: {one_line(next(e for e in errors if e))}")
+            out(f"share_k{k}_wall_s", wall)
+            out(f"share_k{k}_runs_per_hour", k * 3600 / wall)
+            tables = [pd.read_parquet(next(root.glob("**/baseline/*/rollouts.parquet"))) for root in roots]
+            alone = tables[0] if alone is None else alone
+            out(f"share_k{k}_results_unchanged", all(t.equals(alone) for t in tables))
 
     def bigger(self, budget: float) -> None:
         dtype = "float32" if self.dry else "bfloat16"
@@ -286,7 +333,8 @@ class Check:
                 out(f"{name}_error", f"{type(err).__name__}: {err}".replace("\n", " ")[:500])
             out(f"{name}_s", time.perf_counter() - started)
         print("== summary", flush=True)
-        wanted = (r"engine\.(decode_ms_per_step|readout_fixed32_ms|readout_s|readout_tokens_per_s|arm1_projected|"
+        wanted = (r"engine\.(decode_ms_per_step|readout_fixed32_ms|readout_s|readout_tokens_per_s|arm1_projected|trace_|"
+                  r"graph_ms_per_step|in_graph_sampling_speedup|"
                   r"greedy_|peak_gpu|cuda_graph_speedup|static_vs_hf|step_split)")
         for key in sorted(k for k in figures if re.match(wanted, k)):
             out(key, figures[key])
@@ -336,7 +384,7 @@ def main(argv=None) -> int:
     p.add_argument("--work", default=str(WORK), help="the work folder (default .gpu_check/ in the repository)")
     p.add_argument("--out", default=os.environ.get("OUT") or None, help="where the summary is written (default $OUT)")
     p.add_argument("--deadline-s", type=float, default=None,
-                   help="the whole check's time (default 540; the dry run's on a CPU, 900)")
+                   help="the whole check's time (default 540; the dry run's on a CPU, 1500)")
     p.add_argument("--readout-items", type=int, default=None, help="MATH-500 items the Arm 1 run reads out")
     p.add_argument("--skip", default="", help=f"parts to leave out: {','.join(SHARES)}")
     args = p.parse_args(argv)
@@ -353,7 +401,7 @@ def main(argv=None) -> int:
         print(f"gpu_check: {', '.join(map(str, lacking))} missing: run `python bench/gpu_check.py --prepare` where "
               "../shared and PyPI are, and carry .gpu_check", file=sys.stderr)
         return 2
-    args.deadline_s = args.deadline_s or (900.0 if args.dry_run else 540.0)
+    args.deadline_s = args.deadline_s or (1500.0 if args.dry_run else 540.0)  # a CPU's parts take longer shares
     summary_file = Path(args.out or WORK) / "gpu_check_summary.txt"
     summary_file.parent.mkdir(parents=True, exist_ok=True)
     return Check(args).run()

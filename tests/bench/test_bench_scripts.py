@@ -12,11 +12,11 @@ import pytest
 from tests.conftest import REPO
 
 
-def bench(script: str, *args: str, tmp_path) -> str:
+def bench(script: str, *args: str, tmp_path, timeout: float = 300) -> str:
     env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "HF_HUB_OFFLINE": "1"}
     run = subprocess.run([sys.executable, str(REPO / "bench" / script), *args], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=timeout)
     assert run.returncode == 0, run.stderr[-3000:]
     return run.stdout
 
@@ -63,11 +63,16 @@ def test_the_gpu_check_dry_run_installs_the_carried_wheels_offline_and_runs_ever
     """On the CPU, every part of the GPU check: the wheels installed offline into a clean folder, from which
     alone hydra, omegaconf, antlr4 and submitit import (anything else blocked); the engine bench; a real Arm 1
     run; the GPU tests, which all skip here, and that is reported as the failure it would be on the GPU."""
-    out = bench("gpu_check.py", "--dry-run", "--work", str(gpu_work), "--out", str(tmp_path), tmp_path=tmp_path)
+    out = bench("gpu_check.py", "--dry-run", "--work", str(gpu_work), "--out", str(tmp_path), tmp_path=tmp_path,
+                timeout=600)
     figures = figures_of(out)
     assert figures["mode"] == "dry_run_cpu" and figures["dependencies_missing"] == "none", out
     assert figures["dependencies_from_carried_wheels"] == "hydra,omegaconf,antlr4,submitit,peft"
-    assert all(figures[f"{part}_ok"] == "True" for part in ("install", "engine", "arm1", "bigger")), out
+    assert all(figures[f"{part}_ok"] == "True" for part in ("install", "engine", "arm1", "share", "bigger")), out
+    for k in (1, 2):  # runs at once on the one device: their rate, and each run's rollouts those of the run alone
+        assert float(figures[f"share_k{k}_runs_per_hour"]) > 0 and figures[f"share_k{k}_results_unchanged"] == "True"
+    assert float(figures["engine.trace_cpu_ops_per_step_b8"]) > 0 and "engine.trace_top10" in figures
+    assert float(figures["engine.decode_ms_per_step_b8_static_in_graph"]) > 0
     for case in ("full", "lora"):  # the 1.7B-shaped runs (2 layers of width 64 here): the estimate, no CUDA peak
         assert float(figures[f"bigger_{case}_estimate_gib"]) > 0 and figures[f"bigger_{case}_measured_peak_gib"] == "None"
     assert figures["tests_ok"] == "False" and "test_gpu.py skipped or failed: a GPU check whose GPU tests did not " \
