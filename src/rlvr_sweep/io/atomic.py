@@ -17,18 +17,20 @@ def temp_name(path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_file(path: Path, mode: int | None = None) -> Iterator[BinaryIO]:
+def atomic_file(path: Path, mode: int | None = None, durable: bool = True) -> Iterator[BinaryIO]:
     """Put `path` in place whole: the block fills the yielded temporary file beside it, which is flushed
     to disk and renamed over `path` (a reader sees the old file or the new one, never half of one). A
     block that raises removes the temporary file. `mode`: the new file's permission bits (default: the
-    umask's)."""
+    umask's). ``durable=False`` skips the flush to disk (an fsync, milliseconds): readers still never see
+    half a file, but after a power loss the file may be empty, which only an advisory file may be."""
     path = Path(path)
     tmp = temp_name(path)
     try:
         with open(tmp, "wb") as f:
             yield f
             f.flush()
-            os.fsync(f.fileno())  # on disk before the rename makes it the file
+            if durable:
+                os.fsync(f.fileno())  # on disk before the rename makes it the file
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
@@ -37,15 +39,15 @@ def atomic_file(path: Path, mode: int | None = None) -> Iterator[BinaryIO]:
         raise
 
 
-def atomic_write(path: Path, write: Callable[[BinaryIO], None], mode: int | None = None) -> None:
+def atomic_write(path: Path, write: Callable[[BinaryIO], None], mode: int | None = None, durable: bool = True) -> None:
     """`atomic_file`, filled by `write(f)`."""
-    with atomic_file(path, mode) as f:
+    with atomic_file(path, mode, durable) as f:
         write(f)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    atomic_write(path, lambda f: f.write(data))
+def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
+    atomic_write(path, lambda f: f.write(data), durable=durable)
 
 
-def atomic_write_json(path: Path, obj: dict) -> None:
-    atomic_write_bytes(path, json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
+def atomic_write_json(path: Path, obj: dict, durable: bool = True) -> None:
+    atomic_write_bytes(path, json.dumps(obj, indent=2, sort_keys=True, default=str).encode(), durable)
