@@ -43,7 +43,8 @@ from rlvr_sweep.update import apply_update, make_adamw, pack_sequences, policy_l
 
 TINY = Path(__file__).resolve().parents[1] / "src" / "rlvr_sweep" / "policy" / "assets" / "tiny_qwen3"
 TEMPERATURE, TOP_P, GROUP = 0.8, 0.9, 8
-PARTS = ("trace", "graph_shapes", "decode", "decode_b32", "decode_eager", "decode_in_graph", "step_split_b8",
+PARTS = ("trace", "graph_shapes", "decode", "decode_b32", "decode_eager", "decode_in_graph", "decode_compiled",
+         "step_split_b8",
          "step_split_b32", "agreement", "agreement_float32", "arm1", "readout_fixed32", "readout_refill", "vllm")
 TRACE_REPLAYS = 20
 
@@ -255,6 +256,32 @@ def decode_in_graph(model, clock, args, pad_id, ms: dict | None, ms_b32: dict | 
                 out(f"in_graph_sampling_speedup_b{batch}", eager["static"] / got)
     finally:
         static_engine.IN_GRAPH_SAMPLING_DEVICES = saved
+        static_engine.release(model)
+
+
+def decode_compiled(model, clock, args, pad_id, ms: dict | None) -> None:
+    """The static engine with its decode step compiled (`torch.compile`, fixed shapes: the GPU loop's row and window
+    buckets; inside the CUDA graph on a GPU): seconds to compile, decode ms per step at batch 8 beside the eager
+    step's, and greedy tokens against the reference (float32 on the CPU). A measurement: the engine does not compile."""
+    from rlvr_sweep.rollout import step_graphs
+
+    eager_step = step_graphs.decode_step
+    step_graphs.decode_step = torch.compile(eager_step, dynamic=False)
+    static_engine.release(model)
+    static_engine.session_for(model, gpu_like=True)
+    try:
+        prompts = decode_prompts(GROUP, model.config.vocab_size, args.cpu)
+        seconds, _ = clock.time(lambda: static_engine.generate(model, prompts, max_new_tokens=args.decode_steps,
+                                                                eos_id=-1, pad_id=pad_id, temperature=0.0, top_p=1.0))
+        out("compile_first_call_s_b8", seconds)  # compiles every window bucket the call reaches
+        got = bench_decode(model, clock, args, pad_id, {"static_compiled": our_generate(static_engine.generate,
+                                                                                        model.device)})
+        if ms:
+            out("compiled_step_speedup_b8", ms["static"] / got["static_compiled"])
+        if model.dtype == torch.float32:
+            greedy_agreement(model, pad_id, args.decode_steps, "_compiled")
+    finally:
+        step_graphs.decode_step = eager_step
         static_engine.release(model)
 
 
@@ -484,6 +511,7 @@ def main() -> None:
     both = {name: engines[name] for name in ("reference", "static")}  # the read-out's batch and context
     ms_b32 = section("decode_b32", lambda: bench_decode(model, clock, args, pad_id, both, batch=32))
     section("decode_in_graph", lambda: decode_in_graph(model, clock, args, pad_id, ms, ms_b32))
+    section("decode_compiled", lambda: decode_compiled(model, clock, args, pad_id, ms))
     if device.type == "cuda":  # what the graphs buy: the same step run eagerly
 
         def eager():

@@ -334,7 +334,7 @@ class Check:
             out(f"{name}_s", time.perf_counter() - started)
         print("== summary", flush=True)
         wanted = (r"engine\.(decode_ms_per_step|readout_fixed32_ms|readout_s|readout_tokens_per_s|arm1_projected|trace_|"
-                  r"graph_ms_per_step|in_graph_sampling_speedup|"
+                  r"graph_ms_per_step|in_graph_sampling_speedup|compile_first_call|compiled_step_speedup|"
                   r"greedy_|peak_gpu|cuda_graph_speedup|static_vs_hf|step_split)")
         for key in sorted(k for k in figures if re.match(wanted, k)):
             out(key, figures[key])

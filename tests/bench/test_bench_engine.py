@@ -28,9 +28,11 @@ def test_cpu_mode_prints_every_figure():
                 "step_split_greedy_pick_ms_b8", "step_split_rest_ms_b8", "step_split_step_ms_b32",
                 "trace_cpu_ops_per_step_b8", "trace_cpu_ops_ms_per_step_b8", "trace_wall_ms_per_step_b8", "trace_top1",
                 "trace_top10", "graph_ms_per_step_b1_w64", "graph_ms_per_step_b32_w128",
-                "decode_ms_per_step_b8_static_in_graph", "decode_ms_per_step_b32_static_in_graph"):
+                "decode_ms_per_step_b8_static_in_graph", "decode_ms_per_step_b32_static_in_graph",
+                "compile_first_call_s_b8", "decode_ms_per_step_b8_static_compiled"):
         assert key in figures, f"{key} missing from:\n{run.stdout}"
     assert "decode_ms_per_step_b32_hf_generate" not in figures  # batch 32: the two engines the read-out uses
+    assert figures["greedy_rows_identical_static_vs_reference_compiled"] == "1"  # float32: the compiled step's tokens
     assert float(figures["greedy_rows_identical_static_vs_reference"]) == 1.0  # float32 CPU: bitwise equal
     assert figures["greedy_first_differing_position"] == "none"
     assert not any(k.startswith("peak_gpu_memory") for k in figures)  # a CUDA figure only
