@@ -103,7 +103,7 @@ def test_an_unknown_baseline_names_the_close_arms():
 
 @pytest.mark.parametrize("command", ["tables", "report"])
 def test_the_commands_refuse_an_unknown_baseline_in_one_line(command, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "load_sweep", lambda root, profile=None, where=(): handmade.sweep())
+    monkeypatch.setattr(cli, "load_sweep", lambda root, profile=None, where=(), **_: handmade.sweep())
     out = tmp_path / ("t" if command == "tables" else "r.html")
     assert cli.main([command, "sweep", "--out", str(out), "--baseline", "stoped_tree"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -116,7 +116,7 @@ def test_report_takes_contrasts_and_baseline(tmp_path, monkeypatch):
     from rlvr_sweep.analysis import html_report
 
     seen = {}
-    monkeypatch.setattr(cli, "load_sweep", lambda root, profile=None, where=(): handmade.sweep())
+    monkeypatch.setattr(cli, "load_sweep", lambda root, profile=None, where=(), **_: handmade.sweep())
 
     def write_report(sweep, root, out, **kwargs):
         seen.update(kwargs)

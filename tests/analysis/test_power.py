@@ -124,3 +124,34 @@ def test_a_negative_estimate_is_truncated_away_from_the_pilot_s_own_size():
     at_own = (2 / 9) * (-1.09e-4 + 434.42e-4 / 200) + 199 * 2 / (9 * 40000) * 434.42e-4 + 199 / 40000 * (
         -67.09e-4 + 434.42e-4 / 3)
     assert bootstrap_variance(pilot, 3) == pytest.approx(at_own)  # at the pilot's own size: signed, as measured
+
+
+def test_power_and_the_quantiles_are_the_floats_scipy_stats_norm_gives():
+    """`power` and `half_width` call scipy.special's ndtr / ndtri directly (Table 2B's verdicts ask for tens of
+    thousands of values); each value must be the very float `scipy.stats.norm` gave, so no verdict's seed count
+    moves. Checked against the former formula, written here with `norm`, over random components and the
+    families, levels and seed counts the tables use (ties at the target power included by construction)."""
+    import math
+
+    from scipy.stats import norm
+
+    def former_power(c, effect, seeds, items=None, alpha=0.05, family=1):
+        N = items or c.items
+        boot = math.sqrt(bootstrap_variance(c, seeds, N))
+        rerun = math.sqrt(max(max(c.seed, 0.0) / seeds + c.interaction / (seeds * N), 1e-300))
+        z = float(norm.ppf(1 - alpha / (2 * family)))
+        return float(norm.cdf((abs(effect) - z * boot) / rerun) + norm.cdf((-abs(effect) - z * boot) / rerun))
+
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        c = Components(float(rng.normal(0, 1e-3)), float(rng.normal(0, 1e-3)), float(abs(rng.normal(0, 3e-2))),
+                       int(rng.integers(2, 6)), int(rng.integers(2, 600)), float(rng.normal(0, 0.05)))
+        effect, family = float(rng.choice([0.005, 0.02, 0.05, 0.3, 0.0])), int(rng.integers(1, 30))
+        for seeds in (2, 3, 7, 40, MAX_SEEDS):
+            assert power(c, effect, seeds, family=family) == former_power(c, effect, seeds, family=family)
+        former = next((S for S in range(2, MAX_SEEDS + 1) if former_power(c, effect, S, family=family) >= 0.8), None)
+        assert seeds_for_effect(c, effect, 0.8, family=family) == former
+        for level in (0.9, 0.95, 0.99):
+            z = float(norm.ppf(1 - (1 - level) / 2))
+            assert half_width(c, 3, level=level) == z * math.sqrt(bootstrap_variance(c, 3))
+            assert floor(c, level=level) == z * math.sqrt(max((c.items - 1) / c.items ** 2 * c.item, 0.0))

@@ -98,3 +98,33 @@ def test_status_names_a_job_without_a_folder_by_its_launch_line(tmp_path):
              "overrides": ["+arm=ra_flat", "profile=smoke", "train.lr=2e-05", "seed=1"]},
             {"arm": "baseline", "profile": "smoke", "run_dir": str(tmp_path / "none2"), "state": "queued"}]
     assert [r["row"] for r in named(rows)] == ["ra_flat [train.lr=2e-05]", "baseline"]
+
+
+def test_the_presets_composed_beside_collect_are_the_ones_composed_here(tmp_path, ra_flat):
+    """`load_sweep(presets_beside=True)` (the command line) composes the presets in a forked child while it
+    collects: the child asks for the (arm, profile, horizon) of each finished training run's run.json, and what it
+    sends back is what this process composes; a run.json it cannot use asks for nothing."""
+    import json
+
+    from rlvr_sweep.analysis import row_names
+    from rlvr_sweep.analysis.row_names import composed_beside
+
+    runs = {"a": {"arm": "ra_flat", "profile": "smoke", "horizon": 512},
+            "b": {"arm": "ra_flat", "profile": "smoke", "horizon": 512, "task": "train"},
+            "c": {"arm": "baseline", "profile": "paper", "horizon": 512},  # another profile
+            "d": {"arm": "ra_flat", "profile": "smoke", "horizon": 1024, "task": "evaluate"},  # a read-out
+            "e": {"arm": "ra_flat", "profile": "smoke", "horizon": "long"},  # untrusted: asks for nothing
+            "f": ["not", "a", "mapping"]}
+    for name, info in runs.items():
+        (tmp_path / "smoke" / name).mkdir(parents=True)
+        (tmp_path / "smoke" / name / "run.json").write_text(json.dumps(info))
+        (tmp_path / "smoke" / name / "DONE").write_text("")
+    composing = composed_beside(tmp_path, "smoke")
+    try:
+        found = next(composing.results())
+    finally:
+        composing.close()
+    assert found == {("ra_flat", "smoke", 512): ra_flat}
+    kept = row_names._PRESETS[("ra_flat", "smoke", 512)]
+    row_names.remember_presets({("ra_flat", "smoke", 512): {"other": 1}})  # one composed here stays
+    assert preset_settings("ra_flat", "smoke", 512) is kept

@@ -180,7 +180,7 @@ def main(argv=None) -> int:
     root = Path(args.root)
     try:
         verdicts = VerdictSettings(args.delta, args.power) if args.command in ("tables", "report") else None
-        sweep = load_sweep(root, profile=args.profile, where=args.where)
+        sweep = load_sweep(root, profile=args.profile, where=args.where, presets_beside=True)  # Hydra beside collect
         contrasts = load_contrasts(args.contrasts) if getattr(args, "contrasts", None) else None
         only = [n.strip() for n in getattr(args, "only", "").split(",") if n.strip()]
         if args.command == "tables" and any(n not in ALL_TABLES for n in only):

@@ -16,11 +16,12 @@ multinomial counts of the resampling; `bootstrap_variance`)
 
 which, with the moment estimates of a pilot, gives back the pilot's own bootstrap variance (tested), and at
 other S the interval the bootstrap will print: half-width z * sqrt(variance), z the normal quantile
-(`scipy.stats.norm`). Note the interaction counts about three times (se / SN each from the seed draws, the item
-draws and their product): the two-level bootstrap is conservative, as McCullagh (2000, "Resampling and
-exchangeable arrays", Bernoulli 6(2)) shows for crossed designs; the planner predicts the interval the tables
-will print, conservatism included. As S grows the half-width falls to its floor, z * sqrt((N-1)/N^2 sb): the
-items' own spread, which no number of seeds removes on a fixed benchmark (only more items do).
+(`scipy.special.ndtri`, what `scipy.stats.norm.ppf` evaluates). Note the interaction counts about three times
+(se / SN each from the seed draws, the item draws and their product): the two-level bootstrap is conservative,
+as McCullagh (2000, "Resampling and exchangeable arrays", Bernoulli 6(2)) shows for crossed designs; the
+planner predicts the interval the tables will print, conservatism included. As S grows the half-width falls to
+its floor, z * sqrt((N-1)/N^2 sb): the items' own spread, which no number of seeds removes on a fixed benchmark
+(only more items do).
 
 Seeds to detect an effect delta with power P: the decision is the printed interval excluding 0, at the
 family's Bonferroni level alpha/m when m contrasts are planned together (the first, strictest step of Holm's
@@ -31,6 +32,7 @@ Phi((delta - z_{1-alpha/2m} sd_boot) / sd_rerun).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -80,16 +82,27 @@ def bootstrap_variance(c: Components, seeds: int, items: int | None = None) -> f
     return max(float(value), 0.0)
 
 
-def _norm():
-    """scipy.stats' normal distribution, imported when first used (scipy.stats takes a second to import, and the
-    analysis stage is imported by a sweep's end-of-run summary)."""
-    from scipy.stats import norm
+def _phi(x: float) -> float:
+    """The standard normal cdf: `scipy.special.ndtr`, the function `scipy.stats.norm.cdf` evaluates (with loc 0
+    and scale 1 it is the same float, tested). Called directly: Table 2B's verdicts ask for tens of thousands of
+    values one at a time, and `norm.cdf`'s argument handling costs some 100x the value (seconds a table);
+    scipy.special is imported when first used, and scipy.stats (a second to import) not at all."""
+    from scipy.special import ndtr
 
-    return norm
+    return float(ndtr(x))
+
+
+@functools.cache
+def _quantile(q: float) -> float:
+    """The standard normal quantile: `scipy.special.ndtri`, as `scipy.stats.norm.ppf(q)` gives it (tested); one
+    per level and family size, so remembered."""
+    from scipy.special import ndtri
+
+    return float(ndtri(q))
 
 
 def _z(level: float) -> float:
-    return float(_norm().ppf(1 - (1 - level) / 2))
+    return _quantile(1 - (1 - level) / 2)
 
 
 def half_width(c: Components, seeds: int, items: int | None = None, level: float = 0.95) -> float:
@@ -116,9 +129,8 @@ def power(c: Components, effect: float, seeds: int, items: int | None = None, al
     N = items or c.items
     boot = math.sqrt(bootstrap_variance(c, seeds, N))
     rerun = math.sqrt(max(max(c.seed, 0.0) / seeds + c.interaction / (seeds * N), 1e-300))
-    norm = _norm()
-    z = float(norm.ppf(1 - alpha / (2 * family)))
-    return float(norm.cdf((abs(effect) - z * boot) / rerun) + norm.cdf((-abs(effect) - z * boot) / rerun))
+    z = _quantile(1 - alpha / (2 * family))
+    return _phi((abs(effect) - z * boot) / rerun) + _phi((-abs(effect) - z * boot) / rerun)
 
 
 def seeds_for_effect(c: Components, effect: float, target_power: float = 0.8, items: int | None = None,

@@ -21,7 +21,6 @@ difference of any two runs.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from pathlib import Path
@@ -34,10 +33,62 @@ HIDDEN = ("plugins",)  # where an option lives: the option's name says it
 ADAPTED = "lora."  # a LoRA adapter trains something else than the paper's full weights
 
 
-@functools.lru_cache(maxsize=None)
+_PRESETS: dict = {}  # (arm, profile, horizon) -> preset_settings' answer, once per process (or `remember_presets`)
+
+
 def preset_settings(arm: str, profile: str, horizon: int) -> dict | None:
     """The identity settings of the package arm `arm` composed under `profile` at `horizon` (flattened, empty
-    mappings dropped); None when it is not the package's arm or does not compose."""
+    mappings dropped); None when it is not the package's arm or does not compose. Composed once per process."""
+    key = (arm, profile, horizon)
+    if key not in _PRESETS:
+        _PRESETS[key] = _composed(arm, profile, horizon)
+    return _PRESETS[key]
+
+
+def presets(keys) -> dict:
+    """{(arm, profile, horizon): preset_settings(...)} of each key: what `remember_presets` takes."""
+    return {key: preset_settings(*key) for key in keys}
+
+
+def remember_presets(found: dict) -> None:
+    """Presets `presets` composed in another process (`composed_beside`) taken as this process's own; one already
+    composed here stays."""
+    for key, value in found.items():
+        _PRESETS.setdefault(key, value)
+
+
+def composed_beside(root, profile: str | None = None):
+    """A `forked.Beside` child composing `presets` for the (arm, profile, horizon) of each finished training run
+    under `root` (of `profile`, if given) as its run.json gives them, while this process does other work
+    (`load_sweep` collects: Hydra takes a few tenths of a second a preset). Its one result goes to
+    `remember_presets`. A run.json that cannot be read, or with a field missing or of the wrong type, asks for
+    nothing: naming composes any preset still missing here. None where this process may not fork (a daemonic
+    child)."""
+    import multiprocessing  # here, as the others: `status` and a sweep's summary import this module without them
+
+    from rlvr_sweep.analysis.forked import Beside
+    from rlvr_sweep.store import DONE_MARKER, RUN_JSON, walk
+
+    if multiprocessing.current_process().daemon:
+        return None
+
+    def keys() -> set:
+        out = set()
+        for folder in walk(root).runs:
+            try:
+                if not (folder / DONE_MARKER).is_file():
+                    continue
+                info = json.loads((folder / RUN_JSON).read_text())
+                if info.get("task", "train") != "evaluate" and profile in (None, str(info["profile"])):
+                    out.add((str(info["arm"]), str(info["profile"]), int(info["horizon"])))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+                continue
+        return out
+
+    return Beside([lambda: presets(keys())])
+
+
+def _composed(arm: str, profile: str, horizon: int) -> dict | None:
     if not (CONF_DIR / "arm" / f"{arm}.yaml").is_file():
         return None
     from hydra import compose, initialize_config_dir

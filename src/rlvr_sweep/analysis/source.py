@@ -26,7 +26,7 @@ import pandas as pd
 
 from rlvr_sweep.analysis.grouping import distinguish, identity_settings, parse_where, read_config, select_runs, split_notes
 from rlvr_sweep.analysis.probes import load_probes
-from rlvr_sweep.analysis.row_names import name_rows
+from rlvr_sweep.analysis.row_names import composed_beside, name_rows, remember_presets
 from rlvr_sweep.store import RUN_KEYS, collect
 from rlvr_sweep.store.remembered import Remembered
 
@@ -36,6 +36,8 @@ PAPER_SEEDS = (42, 101, 7)  # the paper's seed order: candidate 0, 1, 2 of cross
 BENCHMARK_ORDER = ("math500", "math_val210", "ext240", "gsm8k200", "amc23", "toy_heldout")
 BENCHMARK_NAMES = {"math500": "MATH-500", "math_val210": "Val210", "ext240": "Ext240", "gsm8k200": "GSM8K-200",
                    "amc23": "AMC23-40", "toy_heldout": "toy_heldout", "pool950": "Pool950"}
+# the columns of a run that naming its row reads (with its `inputs.*` digests): `row_names.name_rows`, `_label`
+_NAMING = ("arm", "profile", "horizon", "paper_arm", "config", "run_dir")
 ABLATIONS = ("ablate_skip", "ablate_selective", "mst_act30", "mst_zpd_act35", "ra_mst_tail50", "stopped_tree_h1024")
 
 
@@ -205,7 +207,9 @@ class Sweep:
         if len(runs):
             runs["unit"] = [g if isinstance(g, str) and g else h for g, h in zip(runs["group_hash"], runs["run_hash"])]
             several = runs["profile"].nunique() > 1
-            first = runs.drop_duplicates("unit").set_index("unit")
+            # one run of each unit, with only what naming reads (`name_rows`, `_label`): cheap to walk row by row
+            naming = [c for c in runs.columns if c in _NAMING or c.startswith("inputs.")]
+            first = runs[[*naming, "unit"]].drop_duplicates("unit").set_index("unit")
             sizes = runs["unit"].value_counts().to_dict()
             started = runs.groupby("unit")["finished_at"].min().to_dict()
             labels, paper, at_preset, named, _ = name_rows(first, sizes, started,
@@ -259,9 +263,17 @@ class Sweep:
         return self._of_unit()[unit][0]
 
     def at_preset(self, unit: str) -> bool:
-        """Whether the row's settings are its arm's preset's (`row_names`; False where no preset is known)."""
-        runs = self.runs_of(unit)
-        return bool(len(runs) and "at_preset" in runs.columns and runs["at_preset"].iloc[0])
+        """Whether the row's settings are its arm's preset's (`row_names`; False where no preset is known): its
+        first run's `at_preset`, from one pass over `runs` (Table 2B asks for every arm row)."""
+        runs = self.runs
+        cached = self._indexes.get("at_preset")
+        if cached is None or cached[0] is not runs:
+            of: dict = {}
+            if len(runs) and "at_preset" in runs.columns:
+                for u, at in zip(runs["unit"].tolist(), runs["at_preset"].tolist()):
+                    of.setdefault(u, bool(at))
+            cached = self._indexes["at_preset"] = (runs, of)
+        return cached[1].get(unit, False)
 
     def seeds_of(self, unit: str) -> list:
         """The unit's seeds in its runs' order (the paper's: `list(runs_of(unit)["seed"])`)."""
@@ -383,7 +395,8 @@ def _readout_rows(grades, runs: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFra
     return rows[keep].reset_index(drop=True)
 
 
-def load_sweep(root, profile: str | None = None, where=None, kept: bool = True) -> Sweep:
+def load_sweep(root, profile: str | None = None, where=None, kept: bool = True, presets_beside: bool = False
+               ) -> Sweep:
     """Every finished, intact run under `root` as a `Sweep`; optionally only one profile's runs and
     those whose config matches every `key=value` of `where` (strings, `--where train.steps=100`).
 
@@ -391,8 +404,17 @@ def load_sweep(root, profile: str | None = None, where=None, kept: bool = True) 
     named in `Sweep.notes` and `Sweep.provenance` with the reason. Raises
     `rlvr_sweep.store.CollectError` when `root` holds no run folder at all or two folders hold the
     same run, ValueError for a malformed `where`. `kept=False`: every table decoded from the runs' own
-    files, no snapshot read or kept (`store.snapshot`), as `verify all` loads a sweep."""
-    tables = collect(Path(root), allow_skipped=True, kept=kept)
+    files, no snapshot read or kept (`store.snapshot`), as `verify all` loads a sweep. `presets_beside`:
+    the arms' presets that name the rows (Hydra: a second or more) are composed in a forked child while this
+    process collects (`row_names.composed_beside`; the command line's choice: the same presets either way)."""
+    composing = composed_beside(root, profile) if presets_beside else None
+    try:
+        tables = collect(Path(root), allow_skipped=True, kept=kept)
+        if composing is not None:
+            remember_presets(next(composing.results()))
+    finally:
+        if composing is not None:
+            composing.close()
     notes = [f"left out {r.run_dir}: {r.reason}" for r in tables["skipped"].itertuples()]
     configs = Remembered(root, "configs")
     sweep = Sweep.from_tables(tables, notes, where=parse_where(where), profile=profile, configs=configs)
