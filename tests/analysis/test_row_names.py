@@ -6,9 +6,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from rlvr_sweep.analysis import row_names
 from rlvr_sweep.analysis.row_names import (
-    departures, input_versions, keeps_paper_number, name_rows, override_parts, preset_settings, shown,
+    departures, input_versions, keeps_paper_number, name_rows, override_parts, preset_settings, remember_preset, shown,
 )
+from tests.helpers import compose_cfg
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +26,29 @@ def test_the_preset_is_the_arms_own_composition(ra_flat):
     assert "paper_arms.512" not in ra_flat and "seed" not in ra_flat  # bookkeeping and the seed tell no row apart
     assert preset_settings("no_such_arm", "smoke", 512) is None
     assert preset_settings("ra_flat", "no_such_profile", 512) is None
+
+
+@pytest.mark.parametrize("line", [
+    ["+arm=baseline", "profile=smoke", "run.out_root=/tmp/x"],  # the smoke run's line
+    ["+arm=stopped_tree_h1024", "profile=paper", "seed=7"],  # the arm picks its horizon
+    ["+arm=baseline_lora", "profile=smoke", "horizon=1024", "hydra.run.dir=/tmp/h"],
+])
+def test_a_preset_line_remembers_the_preset_preset_settings_composes(line, monkeypatch):
+    monkeypatch.setattr(row_names, "_PRESETS", {})
+    cfg = compose_cfg(line)
+    remember_preset(cfg, line)
+    key = (cfg.arm, cfg.profile.name, cfg.horizon.tokens)
+    remembered = row_names._PRESETS.pop(key)
+    assert remembered == preset_settings(*key)  # composed now: nothing remembered under the key
+
+
+@pytest.mark.parametrize("extra", [
+    ["train.lr=1e-5"], ["~eval.limit"], ["hydra.searchpath=[file:///tmp]"], ["model=tiny"],
+])
+def test_a_line_that_sets_more_remembers_nothing(extra, monkeypatch):
+    monkeypatch.setattr(row_names, "_PRESETS", {})
+    remember_preset(compose_cfg(["+arm=baseline", "profile=smoke"]), ["+arm=baseline", "profile=smoke", *extra])
+    assert row_names._PRESETS == {}
 
 
 def test_departures_count_only_what_the_run_set_otherwise(ra_flat):

@@ -108,9 +108,33 @@ def _composed(arm: str, profile: str, horizon: int) -> dict | None:
         return None
     finally:
         restore_gh_from_backup(running)
+    return _preset_of(cfg)
+
+
+def _preset_of(cfg) -> dict:
     import dataclasses
 
     return _settings(flatten(json.loads(json.dumps(dataclasses.asdict(cfg), default=str))))
+
+
+PRESET_KEYS = ("arm", "profile", "horizon")  # what `preset_settings` composes a preset from
+
+
+def remember_preset(cfg, overrides: list[str]) -> None:
+    """When the command line that composed `cfg` sets nothing but its arm, profile and horizon, bookkeeping
+    (`run.out_root=...`) and Hydra's own settings, `cfg` is that preset: the summary naming its row composes it no
+    second time (`preset_settings`; tests/analysis/test_row_names.py holds the two equal)."""
+    from rlvr_sweep.analysis.grouping import BOOKKEEPING
+
+    unread = ("hydra.", *(b + "." for b in BOOKKEEPING))  # Hydra's own settings, and those under a bookkeeping key
+    for override in overrides:
+        key, eq, _ = override.lstrip("+").partition("=")
+        if override.startswith("~") or not eq or key.startswith("hydra.searchpath"):
+            return
+        if not (key in PRESET_KEYS or key in BOOKKEEPING or key.startswith(unread)):
+            return
+    if (CONF_DIR / "arm" / f"{cfg.arm}.yaml").is_file():  # a package arm (a plugin's is never composed)
+        remember_presets({(cfg.arm, cfg.profile.name, cfg.horizon.tokens): _preset_of(cfg)})
 
 
 def _settings(config: dict) -> dict:

@@ -40,13 +40,14 @@ class Plan:
     memory: object = None  # the estimated peak (`memory_plan.Estimate`), once `plan` has checked it fits
 
 
-def plan(cfg: Config, shards: int | None = None) -> Plan:
-    """`shards`: the ranks the run's policy will be sharded over (`run.ranks`); None: this process's world."""
+def plan(cfg: Config, shards: int | None = None, located: Plan | None = None) -> Plan:
+    """`shards`: the ranks the run's policy will be sharded over (`run.ranks`); None: this process's world.
+    `located`: what `locate(cfg)` already gave for this `cfg` (not read and digested again)."""
     check_config(cfg)
     from rlvr_sweep.run.choices import check_choices  # the registries: torch
 
     check_choices(cfg)  # every named choice against its registry, every setting against what reads it
-    located = locate(cfg)
+    located = located if located is not None and located.cfg is cfg else locate(cfg)
     context_problems(cfg, located.model_folder, located.train_rows, located.eval_sets)
     located.memory = memory_plan.estimate(cfg, located.model_folder, located.train_rows, located.eval_sets,
                                           shards=shards or ranks.world().size)

@@ -6,6 +6,7 @@ twice; `sweep.command_line` makes the line one Hydra takes before it parses it.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
@@ -57,6 +58,10 @@ def _hydra_entry(raw) -> dict:
         return run_trial(raw, job_dir, HydraConfig.get().job.num, list(HydraConfig.get().overrides.task))
     try:
         cfg = build_config(raw)
+        if single:  # the summary then names its row without composing the arm's preset again
+            from rlvr_sweep.analysis.row_names import remember_preset
+
+            remember_preset(cfg, list(HydraConfig.get().overrides.task))
         check_loggers(cfg.logger)
         located = locate(cfg)  # a finished run is skipped here, before torch and transformers are imported
         if not single:  # the run its launch planned, or nothing (`sweep.planned`)
@@ -70,7 +75,7 @@ def _hydra_entry(raw) -> dict:
         if info is None:
             from rlvr_sweep.run import plan, run_plan  # heavy imports (torch, transformers) only when a job runs
 
-            info = run_plan(plan(cfg))
+            info = run_plan(plan(cfg, located=located))
     except RunBusyError as err:  # another process runs it: not a failure of this one
         if single:
             _exit_with(err, EXIT_BUSY)
@@ -145,8 +150,16 @@ def main() -> None:
     if any(a in MULTIRUN_FLAGS for a in sys.argv[1:2]) and not any(a.startswith("--") for a in sys.argv[2:]):
         _preflight(sys.argv[2:])
     elif not any(a.startswith("-") for a in sys.argv[1:]):
+        # One run's startup makes objects that live as long as the process (torch's, transformers', the model's):
+        # collecting them as they arrive costs about 1 s; `run_plan` freezes them and turns collection back on
+        # once the model is loaded. (Not for a sweep: its preflight's compositions are garbage only a collection frees.)
+        gc.disable()
         _check_line(sys.argv[1:])
-    _hydra_entry()
+    try:
+        _hydra_entry()
+    finally:  # a run skipped as done, or one that failed before its model loaded, never reached `run_plan`'s enable
+        if not gc.isenabled():
+            gc.enable()
 
 
 def _check_line(overrides: list[str]) -> None:
