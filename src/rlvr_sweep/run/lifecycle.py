@@ -82,9 +82,6 @@ def run_plan(p: Plan, lead_dir: Path | None = None) -> dict:
         if cfg.train.num_threads:
             torch.set_num_threads(cfg.train.num_threads)
         hf_logging.disable_progress_bar()  # the run reports its own progress
-        grader_before = grading.stats()
-        if cfg.task == "train":
-            grading.start_worker()  # its sympy import runs beside the model's loading; `warm_up` then finds it ready
         policy = load_policy(cfg.model, p.model_folder, lora=cfg.lora, seed=cfg.seed)
         if not gc.isenabled():  # the command line's startup (`sweep.cli.main`): what it made is never scanned again
             gc.freeze()
@@ -120,8 +117,6 @@ def run_plan(p: Plan, lead_dir: Path | None = None) -> dict:
                 body = _evaluate_checkpoint if cfg.task == "evaluate" else _train_and_evaluate
                 compiled = compiled_now()
                 info.update(body(cfg, policy, p.train_rows, p.eval_sets, run_dir, resume, loggers, identity))
-                # this run's grader timeouts etc. (its worker's start beside the model's loading included)
-                info["grader"] = {k: v - grader_before.get(k, 0) for k, v in grading.stats().items()}
                 unrecorded = unrecorded_code(identity.inputs.get("plugins"), compiled)
                 if unrecorded:  # its results would be credited to code that did not produce them
                     raise PluginCodeChanged("the plugin code that ran is not the code the run's identity holds: "
@@ -369,14 +364,17 @@ def _read_out(cfg: Config, policy, eval_sets: dict, phase: str, grade, progress,
 
 def _evaluate_checkpoint(cfg: Config, policy, train_rows, eval_sets, run_dir, resume, loggers, identity) -> dict:
     """task=evaluate: read out the checkpoint in `model.path` on every benchmark (phase `eval`)."""
+    grader_before = grading.stats()
     state = train.TrainState(run_hash=identity.run, grades=resume["progress"]["grades"] if resume else [])
     _read_out(cfg, policy, eval_sets, "eval", get_grader(cfg.grader.name), state, run_dir,
               store.run_keys(cfg, identity.run), loggers, step=0)
     return {"eval_max_new_tokens": scaled_length(cfg.eval.max_new_tokens, cfg.profile.length_scale),
-            "accuracy": state.accuracy}
+            "accuracy": state.accuracy,
+            "grader": {k: v - grader_before.get(k, 0) for k, v in grading.stats().items()}}
 
 
 def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, resume, loggers, identity) -> dict:
+    grader_before = grading.stats()
     if cfg.train.activation_checkpointing:
         checkpoint_activations(policy.model)
     grading.warm_up()  # start the sympy workers now, not inside the first timed step
@@ -438,6 +436,7 @@ def _train_and_evaluate(cfg: Config, policy, train_rows, eval_sets, run_dir, res
         "tail_average_steps": tail.count if tail else None, "model_dir": MODEL if t.save_model else None,
         **({"adapter_dir": ADAPTER if t.save_model else None} if policy.adapter else {}),
         "saved_model_digest": saved,
+        "grader": {k: v - grader_before.get(k, 0) for k, v in grading.stats().items()},  # this run's timeouts etc.
     }
 
 
