@@ -71,7 +71,7 @@ GPU_ONLY = "tests/rollout/test_gpu.py"  # every test of it must run and pass on 
 SHARES = {"install": 0.04, "engine": 0.30, "arm1": 0.30, "share": 0.12, "bigger": 0.14, "tests": 0.10}  # in order
 # (seen on the H200, 2026-12-04, of 480 s: install 17-21 s; engine ~290 s with the 950-item read-out, which
 # its parts' times put at about 200 s with 320 items and the float32 agreement (estimated, not yet run whole);
-# arm1 82 s at 5 steps; tests 18-28 s; bigger and share (added 2026-12-05) and arm1's 50 steps (2026-12-06) not yet
+# arm1 82 s at 5 steps; tests 18-28 s; bigger and share (added 2026-12-05) and arm1's 50 steps (2026-12-05) not yet
 # run on a GPU, their shares from their sizes)
 SHARE_PROCESSES = (1, 2, 4)  # Arm 1 runs at once on the one GPU (the dry run: 1 and 2)
 ENGINE_READOUT_ITEMS = 320  # of the 950: ten fixed batches of 32 (the first measured, the rest projected) and refill
