@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rlvr_sweep.rollout.graph_sampler import probabilities
 from rlvr_sweep.rollout.nucleus import top_p_filter, top_p_sorted  # noqa: F401  (the kernel samples through them)
 
 __all__ = [
@@ -102,10 +103,7 @@ def next_token_probs(
     if _is_greedy(temperature):
         probs = torch.zeros_like(logits)
         return probs.scatter_(-1, logits.argmax(dim=-1, keepdim=True), 1)
-    if temperature != 1.0:
-        logits = logits / temperature
-    probs = torch.softmax(logits, dim=-1)  # same dtype as the logits (bf16 for the real model)
-    return top_p_filter(probs, top_p)
+    return top_p_filter(probabilities(logits, temperature), top_p)  # softmax in the logits' dtype (bf16 for the real model)
 
 
 def sample_next_token(
