@@ -29,9 +29,10 @@ made:
    `model.engine=static`) on that random folder with the real tokenizer, read-out included (32 MATH-500 items:
    a random model never emits EOS, so every rollout and answer runs to its cap, and the figures are upper
    bounds, labelled so): its first step, its steps, its training and wall time;
-4. share: k = 1, 2, 4 short Arm 1 runs at once on the one GPU, each its own process with the same seed: runs per
-   hour at each k, and whether each run's rollouts equal the run's alone (issue 50, item 4; no memory cap
-   per process, and no CUDA MPS);
+4. share: k = 1, 2, 4 short Arm 1 runs at once on the one GPU, each its own process with the same seed and its
+   memory capped to 0.9 / k (`model.memory_share`): runs per hour at each k, each run's measured peak, and whether
+   each run's rollouts equal the run's alone (issue 50, item 4); then k = 2 and 4 under a CUDA MPS daemon of the
+   check's own, where the image has `nvidia-cuda-mps-control` and the part's time allows;
 5. bigger: a Qwen3-1.7B-shaped run (random weights, bf16, 2 steps at a 256-token horizon, the reference engine, no
    read-out) in full fine-tuning with activation checkpointing and through a rank-32 LoRA adapter: each run's
    preflight memory estimate (`run.memory_plan`) beside its measured peak (`torch.cuda.max_memory_allocated`), both
@@ -214,8 +215,11 @@ class Check:
 
     def share(self, budget: float) -> None:
         """Item 4 of issue 50: k short Arm 1 runs at once on the one GPU (k = `SHARE_PROCESSES`), each a process of
-        its own with the same seed; runs per hour at each k, and whether every run's rollouts (tokens, rewards,
-        credit, every column but none of time) equal those of the run alone."""
+        its own with the same seed and its memory capped to its share (`model.memory_share`, 0.9 / k: each process's
+        CUDA context lies outside the cap); runs per hour at each k, each run's measured peak, and whether every run's
+        rollouts (tokens, rewards, credit, every column but none of time) equal those of the run alone. Then, where
+        the image has CUDA MPS and the part's time allows, k = 2 and 4 again under an MPS daemon of its own."""
+        ends = time.monotonic() + budget
         if self.dry:  # the code path, cheaply: the shipped tiny model on the toy task
             overrides = ["+arm=baseline", "profile=smoke", "train.steps=2", "eval=none"]
         else:
@@ -223,33 +227,78 @@ class Check:
             overrides = ["+arm=baseline", f"model.path={folder}", "model.name=random_qwen3", "model.dtype=bfloat16",
                          "train.steps=3", f"data.root={WORK / 'data'}", "eval=none", "model.device=cuda",
                          "model.engine=static", "profile.length_scale=0.25"]
-        alone = None
+        ks = SHARE_PROCESSES[:2] if self.dry else SHARE_PROCESSES
+        alone, walls = None, {}
+        for k in ks:
+            alone, walls[k] = self._share_round(k, overrides, self.env(), "share", alone, ends)
+        mps = self._mps_env()
+        if mps is None:
+            return
+        env, control = mps
+        try:
+            for k in ks[1:]:
+                if ends - time.monotonic() < 1.5 * walls[k]:
+                    out(f"share_mps_k{k}", "not run: the part's time is spent")
+                    continue
+                try:
+                    self._share_round(k, overrides, env, "share_mps", alone, ends)
+                except RuntimeError as err:  # MPS is what the image allows: its failure is a figure, not the part's
+                    out(f"share_mps_k{k}_error", one_line(str(err)))
+        finally:
+            subprocess.run([control], input="quit\n", env=env, capture_output=True, text=True, timeout=30)
+
+    def _share_round(self, k: int, overrides: list[str], env: dict, tag: str, alone, ends: float):
+        """k runs at once; prints `<tag>_k<k>_*` figures. Returns (the first rollouts table seen, the round's wall)."""
         import pandas as pd  # the image has it
 
-        for k in SHARE_PROCESSES[:2] if self.dry else SHARE_PROCESSES:
-            roots = [WORK / f"runs_share{'_dry' if self.dry else ''}_{k}_{i}" for i in range(k)]
-            for root in roots:
-                shutil.rmtree(root, ignore_errors=True)
-            started = time.perf_counter()
-            procs = [subprocess.Popen([sys.executable, "-m", "rlvr_sweep", *overrides, f"run.out_root={root}",
-                                       f"hydra.run.dir={root}/hydra"], env=self.env(), stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, text=True) for root in roots]
-            errors = []
-            try:
-                for p in procs:
-                    _, err = p.communicate(timeout=max(1.0, min(budget, self.left(SHARES["share"])) - 1))
-                    errors.append(err if p.returncode else "")
-            finally:
-                for p in procs:
-                    p.kill()
-            wall = time.perf_counter() - started
-            if any(errors):
-                raise RuntimeError(f"k={k}: {one_line(next(e for e in errors if e))}")
-            out(f"share_k{k}_wall_s", wall)
-            out(f"share_k{k}_runs_per_hour", k * 3600 / wall)
-            tables = [pd.read_parquet(next(root.glob("**/baseline/*/rollouts.parquet"))) for root in roots]
-            alone = tables[0] if alone is None else alone
-            out(f"share_k{k}_results_unchanged", all(t.equals(alone) for t in tables))
+        roots = [WORK / f"runs_{tag}{'_dry' if self.dry else ''}_{k}_{i}" for i in range(k)]
+        for root in roots:
+            shutil.rmtree(root, ignore_errors=True)
+        capped = [f"model.memory_share={0.9 / k:.3f}"] if k > 1 else []
+        started = time.perf_counter()
+        procs = [subprocess.Popen([sys.executable, "-m", "rlvr_sweep", *overrides, *capped, f"run.out_root={root}",
+                                   f"hydra.run.dir={root}/hydra"], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True) for root in roots]
+        errors = []
+        try:
+            for p in procs:
+                _, err = p.communicate(timeout=max(1.0, ends - time.monotonic() - 1))
+                errors.append(err if p.returncode else "")
+        finally:
+            for p in procs:
+                p.kill()
+        wall = time.perf_counter() - started
+        if any(errors):
+            raise RuntimeError(f"k={k}: {one_line(next(e for e in errors if e))}")
+        out(f"{tag}_k{k}_wall_s", wall)
+        out(f"{tag}_k{k}_runs_per_hour", k * 3600 / wall)
+        runs = [next(root.glob("**/baseline/*/run.json")).parent for root in roots]
+        tables = [pd.read_parquet(run / "rollouts.parquet") for run in runs]
+        alone = tables[0] if alone is None else alone
+        out(f"{tag}_k{k}_results_unchanged", all(t.equals(alone) for t in tables))
+        peaks = [json.loads((run / "run.json").read_text()).get("memory", {}).get("measured_peak") for run in runs]
+        if all(peaks):
+            out(f"{tag}_k{k}_peak_gib_max", max(peaks) / 2**30)
+        return alone, wall
+
+    def _mps_env(self) -> tuple[dict, str] | None:
+        """(the runs' environment, the control binary) with a CUDA MPS daemon of this check's own started; None, and
+        a `share_mps` line saying why, where none can be."""
+        control = shutil.which("nvidia-cuda-mps-control")
+        if self.dry or control is None:
+            out("share_mps", "not run: " + ("the dry run has no GPU" if self.dry else "no nvidia-cuda-mps-control"))
+            return None
+        pipe, logs = WORK / "mps" / "pipe", WORK / "mps" / "log"
+        for folder in (pipe, logs):
+            folder.mkdir(parents=True, exist_ok=True)
+        env = {**self.env(), "CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_MPS_LOG_DIRECTORY": str(logs)}
+        proc = subprocess.run([control, "-d"], env=env, capture_output=True, text=True, timeout=30)
+        if proc.returncode:
+            out("share_mps", f"not run: nvidia-cuda-mps-control -d exit {proc.returncode}: "
+                             f"{one_line(proc.stdout + proc.stderr)}")
+            return None
+        out("share_mps", "daemon started")
+        return env, control
 
     def bigger(self, budget: float) -> None:
         dtype = "float32" if self.dry else "bfloat16"

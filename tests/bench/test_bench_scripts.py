@@ -71,6 +71,7 @@ def test_the_gpu_check_dry_run_installs_the_carried_wheels_offline_and_runs_ever
     assert all(figures[f"{part}_ok"] == "True" for part in ("install", "engine", "arm1", "share", "bigger")), out
     for k in (1, 2):  # runs at once on the one device: their rate, and each run's rollouts those of the run alone
         assert float(figures[f"share_k{k}_runs_per_hour"]) > 0 and figures[f"share_k{k}_results_unchanged"] == "True"
+    assert figures["share_mps"] == "not run: the dry run has no GPU"  # k = 2 ran with model.memory_share=0.450: no cap here
     assert float(figures["engine.trace_cpu_ops_per_step_b8"]) > 0 and "engine.trace_top10" in figures
     assert float(figures["engine.decode_ms_per_step_b8_static_in_graph"]) > 0
     for case in ("full", "lora"):  # the 1.7B-shaped runs (2 layers of width 64 here): the estimate, no CUDA peak

@@ -1,7 +1,8 @@
 """What only a GPU can show (skipped on a machine without CUDA; `bench/gpu_check.py` runs them there):
 the static engine's CUDA-graph decode against the reference engine, in float32 and bfloat16, the
 candidate-set nucleus filter kept off CUDA tensors (where it is not the full sort bit for bit), and
-`model.engine=auto` choosing static for float32 and the reference for bf16 on a GPU (`engines.PROVEN_IDENTICAL`)."""
+`model.engine=auto` choosing static for float32 and the reference for bf16 on a GPU (`engines.PROVEN_IDENTICAL`), and
+`model.memory_share` capping this process's allocator."""
 
 from __future__ import annotations
 
@@ -94,3 +95,24 @@ def test_auto_decodes_float32_with_static_and_bf16_with_the_reference_on_a_gpu(m
     engines.auto_generate(model.to(torch.bfloat16), [[1]])
     assert called == ["static", "reference"]
     assert engines.auto_choice(model)[0] == "reference"
+
+
+def test_a_memory_share_caps_the_allocator_of_this_process():
+    """`model.memory_share` (k runs on one GPU): past the share, an allocation fails here instead of taking the memory
+    of the runs beside it; what is under it allocates as before."""
+    from rlvr_sweep.policy.loading import cap_memory
+
+    device = torch.device("cuda")
+    total = torch.cuda.get_device_properties(device).total_memory
+    torch.cuda.empty_cache()
+    share = torch.cuda.memory_reserved(device) / total + 0.05  # what earlier tests still hold, and 5 % more
+    try:
+        assert cap_memory(device, share) is True
+        assert torch.cuda.get_per_process_memory_fraction(device) == pytest.approx(share)
+        small = torch.empty(int(0.02 * total), dtype=torch.uint8, device=device)
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.empty(int(0.06 * total), dtype=torch.uint8, device=device)
+        del small
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, device)
+        torch.cuda.empty_cache()

@@ -158,6 +158,32 @@ def test_a_run_that_cannot_fit_is_refused_in_one_line_naming_what_would(qwen3_4b
     assert plan(compose_cfg([*args, "model.device_memory_gb=141"])).memory.peak > 80 * GIB  # an H200 holds it
 
 
+def test_a_run_sharing_its_gpu_is_checked_against_its_share(qwen3_4b, tmp_path):
+    """`model.memory_share`: k runs on one GPU each take a share of its memory; the estimate is held against it."""
+    data = need_data("math_train.jsonl", "math500.jsonl")
+    args = ["+arm=ra_flat", "model=qwen3_4b_base", f"model.path={qwen3_4b}", f"data.root={data}",
+            "eval.benchmarks=[math500]", f"run.out_root={tmp_path}/runs", "model.device_memory_gb=141"]
+    assert plan(compose_cfg(args)).memory.peak > 80 * GIB  # the whole H200 holds it
+    with pytest.raises(DoesNotFit) as refused:
+        plan(compose_cfg([*args, "model.memory_share=0.5"]))
+    assert "more than model.memory_share=0.5 of model.device_memory_gb=141 holds (70.50 GiB); the largest term is " \
+           "the training pass" in str(refused.value)
+    assert "train.activation_checkpointing=true (about 49.30 GiB)" in str(refused.value)
+    assert plan(compose_cfg([*args, "model.memory_share=0.5", "train.activation_checkpointing=true"])).memory.peak \
+        < 70.5 * GIB
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_memory_share_caps_only_a_cuda_device():
+    from rlvr_sweep.policy.loading import cap_memory
+
+    assert cap_memory(torch.device("cpu"), 0.25) is False and cap_memory(torch.device("cpu"), None) is False
+    for bad in ("0", "1.5", "-0.1"):
+        with pytest.raises(Exception, match="model.memory_share"):
+            compose_cfg(["+arm=ra_flat", f"model.memory_share={bad}"])
+    assert compose_cfg(["+arm=ra_flat", "model.memory_share=1"]).model.memory_share == 1
+
+
 @pytest.mark.slow
 def test_a_slurm_sweep_is_planned_for_the_ranks_each_run_will_have(qwen3_4b, tmp_path):
     """The preflight runs on a login node: the line's `hydra.launcher.tasks_per_node` says how many ranks each run

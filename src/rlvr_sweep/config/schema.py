@@ -47,6 +47,10 @@ class ModelConfig:
     # the memory of the device the run will get, in GiB (a SLURM partition's GPUs): the run's estimated peak is
     # checked against it before launch (`run.memory_plan`); None: a CUDA device's own, and no check on the CPU
     device_memory_gb: Optional[float] = setting(None, above(0), identity=False)
+    # the share of that memory this run may take, for k runs sharing one GPU (about 1/k, less each process's CUDA
+    # context): torch's allocator is capped to it on a CUDA device and the preflight checks the estimate against it;
+    # None: the whole device. Caps where the run's memory goes, never what it computes
+    memory_share: Optional[float] = setting(None, between(0, 1, low_open=True), identity=False)
 
 
 @dataclass

@@ -48,6 +48,7 @@ def load_policy(cfg: ModelConfig, folder: Path | None = None, *, lora=None, seed
         raise ModelLoadError(f"unknown model.dtype {cfg.dtype!r}; valid: {sorted(DTYPES)}")
     folder = resolve_model_folder(cfg) if folder is None else Path(folder)
     device = _pick_device(cfg.device)
+    cap_memory(device, cfg.memory_share)
     try:  # never trust_remote_code (a config asking for code of its own gets the library's class), never a pickle
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[cfg.dtype], use_safetensors=True)
@@ -93,6 +94,16 @@ def untie_output_head(model: torch.nn.Module) -> None:
     if head is not None and head.weight is embed.weight:
         head.weight = torch.nn.Parameter(embed.weight.detach().clone())
     model.config.tie_word_embeddings = False
+
+
+def cap_memory(device: torch.device, share: float | None) -> bool:
+    """Cap torch's caching allocator on a CUDA `device` to `share` of its memory (`model.memory_share`: k runs
+    sharing one GPU), before anything is allocated there: past it an allocation raises CUDA's out-of-memory error in
+    this process instead of taking the other runs' memory. True when a cap was set; nothing to cap elsewhere."""
+    if share is None or device.type != "cuda":
+        return False
+    torch.cuda.set_per_process_memory_fraction(share, device)
+    return True
 
 
 def _pick_device(name: str) -> torch.device:

@@ -21,7 +21,8 @@ The peak is what stays for the whole run plus the largest of three working sets:
 
 Prompt lengths are the longest rendered prompts' tokens by the model's own `tokenizer.json` (`tokenizers`, without
 torch). The device's memory is `model.device_memory_gb` where set (a SLURM partition's GPUs), else a CUDA device's
-own; on the CPU nothing is refused unless that setting is given.
+own; on the CPU nothing is refused unless that setting is given. A run sharing its GPU with others
+(`model.memory_share`) is checked against its share of that memory, the cap its allocator runs under.
 """
 
 from __future__ import annotations
@@ -247,8 +248,16 @@ def _encoder(folder: str):
 
 
 def capacity(cfg: Config) -> tuple[int, str] | None:
-    """(bytes, what) of the memory the run's device holds: `model.device_memory_gb`, else a CUDA device's own;
-    None where neither is known (the CPU without that setting)."""
+    """(bytes, what) of the memory the run may take: its share (`model.memory_share`) of what its device holds,
+    `model.device_memory_gb`, else a CUDA device's own; None where neither is known (the CPU without that setting)."""
+    held = _device_capacity(cfg)
+    share = cfg.model.memory_share
+    if held is None or share is None:
+        return held
+    return int(held[0] * share), f"model.memory_share={share:g} of {held[1]}"
+
+
+def _device_capacity(cfg: Config) -> tuple[int, str] | None:
     if cfg.model.device_memory_gb is not None:
         return int(cfg.model.device_memory_gb * 2**30), f"model.device_memory_gb={cfg.model.device_memory_gb:g}"
     import torch
