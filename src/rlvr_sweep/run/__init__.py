@@ -3,7 +3,7 @@
 `plan(cfg)` works out what a run computes from (its identity) and where it lives, before anything
 is written; `run(cfg)` (`lifecycle`) reads out the base policy, trains (`train.train_loop`: rollout -> reward ->
 credit -> loss -> optimizer step -> ledger, one question per step), keeps and reads out the trained
-policy, and writes every table into the run's folder; `checkpoint` makes a killed run resume where
+policy, and writes every table into the run's folder; `checkpoint` and `folder` make a killed run resume where
 it stopped; `loggers` and `progress` report as it goes. task=evaluate reads out a saved checkpoint.
 """
 

@@ -38,7 +38,7 @@ from rlvr_sweep.policy.adapter import ADAPTER, AdapterOff, adapter_record
 from rlvr_sweep.policy.adapter import MARK as ADAPTER_MARK
 from rlvr_sweep.reward import get_grader, grading
 from rlvr_sweep.rollout import static_engine, vllm_engine
-from rlvr_sweep.run import checkpoint, ranks, readouts, train
+from rlvr_sweep.run import checkpoint, folder, ranks, readouts, train
 from rlvr_sweep.run.disk import full_disk
 from rlvr_sweep.run.keep import save_adapter_folder, save_model_folder
 from rlvr_sweep.run.memory import needs_reference, size_words
@@ -47,7 +47,6 @@ from rlvr_sweep.run.loggers import check_loggers, open_loggers
 from rlvr_sweep.run.progress import Progress
 from rlvr_sweep.store import beacon
 from rlvr_sweep.store.identity import changed_inputs, model_digest
-from rlvr_sweep.store.schema import TABLE_KEYS
 from rlvr_sweep.update import TailAverage, make_adamw
 
 log = logging.getLogger(__name__)
@@ -75,10 +74,10 @@ def run_plan(p: Plan, lead_dir: Path | None = None) -> dict:
             return _follow(p, w)
     cfg, run_dir, identity = p.cfg, p.run_dir, p.identity
     if store.is_finished(run_dir):
-        return _skip_finished(run_dir)
+        return folder.skip_finished(run_dir)
     with store.run_lock(run_dir, wait=cfg.run.wait_for_lock):
         if store.is_finished(run_dir):  # finished by the process this one waited for
-            return _skip_finished(run_dir)
+            return folder.skip_finished(run_dir)
         if cfg.train.num_threads:
             torch.set_num_threads(cfg.train.num_threads)
         hf_logging.disable_progress_bar()  # the run reports its own progress
@@ -89,11 +88,11 @@ def run_plan(p: Plan, lead_dir: Path | None = None) -> dict:
         if w.size > 1:
             ranks.shard(policy.model)
         if lead_dir is None:
-            resume = _resume_or_start(cfg, run_dir, identity)
+            resume = folder.resume_or_start(cfg, run_dir, identity)
             ranks.barrier()  # the leader's folder is ready: a follower may read what it resumes from
         else:
             ranks.barrier()
-            resume = _resume_as(cfg, lead_dir, run_dir, identity)
+            resume = folder.resume_as(cfg, lead_dir, run_dir, identity)
         resumed_at = resume["progress"]["step"] if resume and not resume.get("from_grades") else None
         with _run_log(run_dir / LOGS / "run.log"), beacon.beacon_for(run_dir, phase="starting",
                                                                      checkpoint_step=resumed_at) as signal:
@@ -145,7 +144,7 @@ def run_plan(p: Plan, lead_dir: Path | None = None) -> dict:
                 vllm_engine.release(policy.model)
             signal.remove()  # a sealed folder holds no progress file
             store.finish(run_dir)
-            _tidy(run_dir)
+            folder.tidy(run_dir)
             _log_summary(info)
     return info
 
@@ -159,18 +158,6 @@ def _follow(p: Plan, w) -> dict:
         return run_plan(dataclasses.replace(p, run_dir=scratch), lead_dir=p.run_dir)
     finally:
         shutil.rmtree(scratch.parent, ignore_errors=True)
-
-
-def _resume_as(cfg: Config, lead_dir: Path, run_dir: Path, identity) -> dict | None:
-    """What the leader resumed from, read from its folder (after it prepared it): its checkpoint, or the
-    benchmarks its first read-out graded; a follower's own folder starts fresh."""
-    store.prepare_run_dir(cfg, run_dir)
-    resume = checkpoint.load(lead_dir, identity.run)
-    if resume is None:
-        graded = _graded_so_far(lead_dir)
-        if graded:
-            return {"progress": {"step": 0, "grades": graded}, "from_grades": True}
-    return resume
 
 
 def peak_measured(device: torch.device) -> int | None:
@@ -193,70 +180,6 @@ def _name_earlier_inputs(run_dir: Path, identity) -> None:
             changed = changed_inputs(other.get("inputs") or {}, identity.inputs)
             log.warning("%s has the same settings but read other inputs (%s changed): this is a new run, %s",
                         sibling.name, ", ".join(changed), run_dir.name)
-
-
-# ---------------------------------------------------------------------------------------------
-# the run folder
-
-
-def _skip_finished(run_dir) -> dict:
-    """A finished run is never moved or rewritten; a checkpoint or temporary file that a kill left
-    after its DONE marker is removed (when no other process holds the run)."""
-    log.info("skipping finished run %s", run_dir)
-    if (run_dir / checkpoint.CHECKPOINT).exists() or any(run_dir.glob(".*.tmp-*")):
-        try:
-            with store.run_lock(run_dir):
-                _tidy(run_dir)
-        except store.RunBusyError:
-            pass
-    return {**store.read_run_json(run_dir), "skipped": True}
-
-
-def _tidy(run_dir) -> None:
-    checkpoint.remove(run_dir)
-    store.remove_temp_files(run_dir)
-
-
-def _resume_or_start(cfg: Config, run_dir, identity) -> dict | None:
-    """What to resume from, or None after preparing a fresh folder: the checkpoint; before the first
-    checkpoint, the benchmarks the base read-out already graded (a read-out of a checkpoint resumes
-    the same way, benchmark by benchmark). An unfinished folder with neither is moved aside, never
-    deleted (or stops the run: on_unfinished=error)."""
-    if not run_dir.exists():
-        store.prepare_run_dir(cfg, run_dir)
-        return None
-    for path in store.remove_temp_files(run_dir):
-        log.info("removed %s, left by a killed writer", path)
-    try:
-        resume = checkpoint.load(run_dir, identity.run)
-        why = "holds an unfinished run without a checkpoint"
-    except checkpoint.CheckpointError as err:
-        log.error("%s", err)
-        resume, why = None, f"has an unusable checkpoint ({err})"
-    if resume is None and (run_dir / checkpoint.CHECKPOINT).exists() is False:
-        graded = _graded_so_far(run_dir)
-        if graded:
-            log.info("resuming the %s read-out after %d graded benchmark(s)", graded[0]["phase"],
-                     len({g["benchmark"] for g in graded}))
-            return {"progress": {"step": 0, "grades": graded}, "from_grades": True}
-    if resume is None:
-        moved = store.prepare_run_dir(cfg, run_dir, why)
-        log.warning("%s %s: moved it aside to %s and started over", run_dir, why, moved)
-    return resume
-
-
-def _graded_so_far(run_dir: Path) -> list[dict]:
-    """The rows of the first read-out (a training run's base read-out, an evaluate run's only one) that a
-    killed run left: written whole after each benchmark, so every benchmark they hold is complete."""
-    if not (run_dir / "grades.parquet").is_file() or (run_dir / "steps.parquet").is_file():
-        return []
-    try:
-        frame = store.read_table(run_dir, "grades")
-        rows = frame.drop(columns=[c for c in TABLE_KEYS if c in frame.columns]).to_dict("records")
-    except Exception as err:  # a damaged table: start over rather than trust it
-        log.error("%s/grades.parquet cannot be read (%s): starting over", run_dir, err)
-        return []
-    return rows if {r["phase"] for r in rows} <= {"base", "eval"} else []
 
 
 @contextmanager

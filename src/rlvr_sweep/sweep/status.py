@@ -183,7 +183,7 @@ def _folder_state(run_dir: Path, problems: Problems) -> dict:
 
 
 def resume_of(run_dir: Path, progress: dict | None) -> tuple[str, str]:
-    """What a relaunch does with an unfinished folder (`run.lifecycle._resume_or_start`): the words for
+    """What a relaunch does with an unfinished folder (`run.folder.resume_or_start`): the words for
     the detail column, and the action for `planned_report`'s `would`."""
     if (run_dir / CHECKPOINT).is_file():
         step = (progress or {}).get("checkpoint_step")
@@ -419,6 +419,6 @@ def _graded_benchmarks(run_dir: Path) -> int:
 
     try:
         return len(set(pq.read_table(run_dir / "grades.parquet", columns=["benchmark"]).column(0).to_pylist()))
-    except Exception:  # noqa: BLE001  (a damaged table: the run starts over, as `_graded_so_far` decides)
+    except Exception:  # noqa: BLE001  (a damaged table: the run starts over, as `run.folder.graded_so_far` decides)
         return 0
 
