@@ -288,9 +288,12 @@ class Check:
         if self.dry or control is None:
             out("share_mps", "not run: " + ("the dry run has no GPU" if self.dry else "no nvidia-cuda-mps-control"))
             return None
-        pipe, logs = WORK / "mps" / "pipe", WORK / "mps" / "log"
+        import tempfile  # a short path: the daemon's pipes are Unix sockets (at most 108 bytes a path)
+
+        base = Path(tempfile.mkdtemp(prefix="gpu_check_mps_"))
+        pipe, logs = base / "pipe", base / "log"
         for folder in (pipe, logs):
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir()
         env = {**self.env(), "CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_MPS_LOG_DIRECTORY": str(logs)}
         proc = subprocess.run([control, "-d"], env=env, capture_output=True, text=True, timeout=30)
         if proc.returncode:
