@@ -50,11 +50,12 @@ def resume_or_start(cfg: Config, run_dir, identity) -> dict | None:
         log.error("%s", err)
         resume, why = None, f"has an unusable checkpoint ({err})"
     if resume is None and (run_dir / checkpoint.CHECKPOINT).exists() is False:
-        graded = graded_so_far(run_dir)
-        if graded:
+        resume = _from_grades(run_dir)
+        if resume is not None:
+            graded = resume["progress"]["grades"]
             log.info("resuming the %s read-out after %d graded benchmark(s)", graded[0]["phase"],
                      len({g["benchmark"] for g in graded}))
-            return {"progress": {"step": 0, "grades": graded}, "from_grades": True}
+            return resume
     if resume is None:
         moved = store.prepare_run_dir(cfg, run_dir, why)
         log.warning("%s %s: moved it aside to %s and started over", run_dir, why, moved)
@@ -80,8 +81,10 @@ def resume_as(cfg: Config, lead_dir: Path, run_dir: Path, identity) -> dict | No
     benchmarks its first read-out graded; a follower's own folder starts fresh."""
     store.prepare_run_dir(cfg, run_dir)
     resume = checkpoint.load(lead_dir, identity.run)
-    if resume is None:
-        graded = graded_so_far(lead_dir)
-        if graded:
-            return {"progress": {"step": 0, "grades": graded}, "from_grades": True}
-    return resume
+    return _from_grades(lead_dir) if resume is None else resume
+
+
+def _from_grades(run_dir: Path) -> dict | None:
+    """A resume point at the first read-out's graded benchmarks (`graded_so_far`); None without any."""
+    graded = graded_so_far(run_dir)
+    return {"progress": {"step": 0, "grades": graded}, "from_grades": True} if graded else None
